@@ -1,0 +1,1 @@
+"""pytest plugin shipped with ahpcore (placeholder until the host fixtures land)."""
