@@ -113,7 +113,6 @@ def merged_schema(schema_dir: Path) -> dict[str, Any]:
 
 
 def schema_version(schema_dir: Path) -> str:
-    document = json.loads((schema_dir / "state.schema.json").read_text("utf-8"))
     return f"schema folder {schema_dir.name!r}"
 
 

@@ -1,0 +1,19 @@
+"""A channel: a URI, the kind of state behind it, that state, and who watches it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ahpcore.engine.clients import Client
+
+
+@dataclass(eq=False)
+class Channel:
+    uri: str
+    #: Which reducer owns the state: root, session, chat, terminal, changeset, ...
+    kind: str
+    state: dict[str, Any]
+    #: client -> the spelling of this channel's URI that client subscribed with.
+    subscribers: dict[Client, str] = field(default_factory=dict)

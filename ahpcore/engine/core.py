@@ -1,0 +1,347 @@
+"""The engine: channels, serverSeq, the replay buffer, subscriptions and dispatch.
+
+serverSeq moves with state and never with messages: an action that changes
+nothing is not buffered and takes no number, and notifications carry none.
+The rules for an action a client dispatches live in ``dispatch_from_client``
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ahpcore import reducers
+from ahpcore.engine.channels import Channel
+from ahpcore.engine.clients import Client
+from ahpcore.engine.params import check_action
+from ahpcore.engine.replay import Buffered, ReplayBuffer
+from ahpcore.protocol.errors import NOT_FOUND, ProtocolError
+from ahpcore.protocol.uris import ROOT_CHANNEL
+from ahpcore.rpc.framing import dumps
+
+log = logging.getLogger(__name__)
+
+#: Resolve a URI the engine does not hold (a session to reopen, a chat alias, ...).
+ChannelOpener = Callable[[str], Awaitable[Channel | None]]
+#: Map a spelling of a channel to the URI the engine holds it under, or None.
+ChannelResolver = Callable[[str], str | None]
+
+
+class Refused(Exception):
+    """Raised by an action handler: the action is refused with this reason."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class Dispatch:
+    """An action a client dispatched, as an action handler sees it."""
+
+    engine: Engine
+    client: Client
+    channel: Channel
+    action: dict[str, Any]
+    client_seq: int
+
+
+#: Called before a client's action is reduced. Returns the action to apply (the same
+#: or a rewritten one), or None when the handler applies what it needs itself;
+#: raises Refused to refuse it.
+ActionHandler = Callable[[Dispatch], Awaitable[dict[str, Any] | None]]
+ClientListener = Callable[[Client, str], Any]
+
+
+def _envelope_frame(envelope: dict[str, Any]) -> str:
+    return dumps({"jsonrpc": "2.0", "method": "action", "params": envelope})
+
+
+class Engine:
+    def __init__(
+        self,
+        root_state: dict[str, Any],
+        *,
+        replay_count: int = 1000,
+        replay_bytes: Callable[[], int] = lambda: 32 << 20,
+        first_seq: int | None = None,
+    ) -> None:
+        # Starting from the clock means a sequence number a client kept from an
+        # earlier run of the host is always older than anything buffered now, so
+        # it is answered with snapshots rather than a replay of the wrong actions.
+        self.server_seq = int(time.time() * 1000) if first_seq is None else first_seq
+        self.channels: dict[str, Channel] = {}
+        self.replay = ReplayBuffer(replay_count, replay_bytes)
+        self.clients: set[Client] = set()
+        self._openers: list[ChannelOpener] = []
+        self._resolvers: list[ChannelResolver] = []
+        self._action_handlers: dict[str, ActionHandler] = {}
+        self._unsubscribe_listeners: list[ClientListener] = []
+        self._disconnect_listeners: list[Callable[[Client], Any]] = []
+        self.add_channel(ROOT_CHANNEL, "root", root_state)
+
+    # -- channels ---------------------------------------------------------------
+    @property
+    def root(self) -> Channel:
+        return self.channels[ROOT_CHANNEL]
+
+    def add_channel(self, uri: str, kind: str, state: dict[str, Any]) -> Channel:
+        if uri in self.channels:
+            raise ValueError(f"channel {uri} already exists")
+        channel = Channel(uri, kind, state)
+        self.channels[uri] = channel
+        return channel
+
+    def remove_channel(self, uri: str) -> Channel | None:
+        """Forget a channel; its watchers are unsubscribed (they learn of it elsewhere)."""
+        channel = self.channels.pop(uri, None)
+        if channel is not None:
+            for client in list(channel.subscribers):
+                client.subscriptions.pop(uri, None)
+                client.held.pop(uri, None)
+            channel.subscribers.clear()
+        return channel
+
+    def add_opener(self, opener: ChannelOpener) -> None:
+        self._openers.append(opener)
+
+    def add_resolver(self, resolver: ChannelResolver) -> None:
+        self._resolvers.append(resolver)
+
+    def canonical(self, uri: str) -> str:
+        if uri in self.channels:
+            return uri
+        for resolver in self._resolvers:
+            found = resolver(uri)
+            if found is not None:
+                return found
+        return uri
+
+    async def open_channel(self, uri: str) -> Channel | None:
+        """The channel ``uri`` names, loading it through an opener if needed."""
+        canonical = self.canonical(uri)
+        channel = self.channels.get(canonical)
+        if channel is not None:
+            return channel
+        for opener in self._openers:
+            channel = await opener(canonical)
+            if channel is not None:
+                return self.channels.get(channel.uri, channel)
+        return None
+
+    def snapshot(self, channel: Channel, spelling: str | None = None) -> dict[str, Any]:
+        return {
+            "resource": spelling or channel.uri,
+            "state": self.spell(channel, channel.state, spelling),
+            "fromSeq": self.server_seq,
+        }
+
+    def spell(self, channel: Channel, value: Any, spelling: str | None) -> Any:
+        """``value`` as a client that named ``channel`` by ``spelling`` should see it."""
+        if spelling is None or spelling == channel.uri:
+            return value
+        from ahpcore.protocol.uris import respell_tree
+
+        return respell_tree(value, channel.uri, spelling)
+
+    # -- state changes -------------------------------------------------------------
+    def apply(
+        self, uri: str, action: dict[str, Any], origin: dict[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """Reduce ``action`` onto a channel and send it to every watcher.
+
+        Returns the envelope, or None when the action changed nothing (then
+        nothing is sent, buffered or numbered).
+        """
+        channel = self.channels[uri]
+        before = channel.state
+        after = reducers.reduce(channel.kind, before, action)
+        if after is before or after == before:
+            return None
+        channel.state = after
+        self.server_seq += 1
+        envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": self.server_seq}
+        if origin is not None:
+            envelope["origin"] = origin
+        text = _envelope_frame(envelope)
+        self.replay.append(Buffered(self.server_seq, uri, envelope, len(text.encode("utf-8"))))
+        frames: dict[str, str] = {uri: text}
+        for client, spelling in channel.subscribers.items():
+            if spelling not in frames:
+                frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
+            client.deliver(uri, frames[spelling])
+        return envelope
+
+    def answer_sender(
+        self,
+        client: Client,
+        spelling: str,
+        action: dict[str, Any],
+        origin: dict[str, Any],
+        rejection: str | None = None,
+    ) -> None:
+        """An envelope to the sender alone, at the current serverSeq, never buffered."""
+        envelope: dict[str, Any] = {
+            "channel": spelling,
+            "action": action,
+            "serverSeq": self.server_seq,
+            "origin": origin,
+        }
+        if rejection is not None:
+            envelope["rejectionReason"] = rejection
+        client.peer.send_text(_envelope_frame(envelope))
+
+    def on_action(self, action_type: str, handler: ActionHandler) -> None:
+        if action_type in self._action_handlers:
+            raise ValueError(f"{action_type} already has a handler")
+        self._action_handlers[action_type] = handler
+
+    async def dispatch_from_client(self, client: Client, params: Any) -> None:
+        """Every rule for a client's action, in one place.
+
+        A refusal goes to the sender alone, carrying rejectionReason. An action
+        that changes nothing goes back to the sender alone, with its own origin.
+        A change goes to every watcher with ``origin``.
+        """
+        if not isinstance(params, dict):
+            log.warning("client %s: dispatchAction without params object dropped", client.label)
+            return
+        spelling = params.get("channel")
+        action = params.get("action")
+        client_seq = params.get("clientSeq")
+        if not isinstance(spelling, str) or not isinstance(action, dict):
+            log.warning("client %s: dispatchAction without channel/action dropped", client.label)
+            return
+        seq_ok = isinstance(client_seq, int) and not isinstance(client_seq, bool)
+        seq: int = client_seq if seq_ok else 0  # type: ignore[assignment]
+        origin = {"clientId": client.client_id or "", "clientSeq": seq}
+        sent: dict[str, Any] = action
+
+        def refuse(reason: str) -> None:
+            log.info("client %s: refused %s: %s", client.label, sent.get("type"), reason)
+            self.answer_sender(client, spelling, sent, origin, rejection=reason)
+
+        if not client.initialized:
+            return refuse("send initialize before dispatching actions")
+        if not seq_ok:
+            return refuse("clientSeq must be an integer")
+        action_type = action.get("type")
+        if not isinstance(action_type, str) or action_type not in reducers.ALL_ACTION_TYPES:
+            return refuse(f"unknown action type {action_type!r}")
+        if action_type not in reducers.CLIENT_DISPATCHABLE:
+            return refuse(f"{action_type} is the host's to say: a client cannot claim it happened")
+        try:
+            check_action(action)
+        except ProtocolError as error:
+            return refuse(error.message)
+        channel = await self.open_channel(spelling)
+        if channel is None:
+            return refuse(f"no channel {spelling} on this host")
+        kind = reducers.channel_kind_for_action(action_type)
+        if kind != channel.kind:
+            return refuse(
+                f"{action_type} is a {kind} action; {spelling} is a {channel.kind} channel"
+            )
+        handler = self._action_handlers.get(action_type)
+        if handler is not None:
+            try:
+                rewritten = await handler(Dispatch(self, client, channel, action, seq))
+            except Refused as refusal:
+                return refuse(refusal.reason)
+            if rewritten is None:
+                return None
+            action = rewritten
+        envelope = self.apply(channel.uri, action, origin)
+        if envelope is None:
+            self.answer_sender(client, spelling, action, origin)
+        elif client not in channel.subscribers:
+            # The sender is owed an answer to its clientSeq even when not watching.
+            client.peer.send_text(_envelope_frame(self.spell(channel, envelope, spelling)))
+        return None
+
+    # -- clients -------------------------------------------------------------------
+    def connect(self, client: Client) -> None:
+        self.clients.add(client)
+
+    def disconnect(self, client: Client) -> None:
+        for uri in list(client.subscriptions):
+            self._drop_subscription(client, uri)
+        self.clients.discard(client)
+        for listener in self._disconnect_listeners:
+            listener(client)
+
+    def on_disconnect(self, listener: Callable[[Client], Any]) -> None:
+        self._disconnect_listeners.append(listener)
+
+    def on_unsubscribe(self, listener: ClientListener) -> None:
+        self._unsubscribe_listeners.append(listener)
+
+    async def subscribe(
+        self, client: Client, spelling: str, *, hold: bool = False
+    ) -> dict[str, Any]:
+        """Take a snapshot and start watching, atomically.
+
+        With ``hold``, frames for the channel wait in the client until
+        ``client.release(uri)``, so they cannot overtake the answer carrying
+        the snapshot.
+        """
+        channel = await self.open_channel(spelling)
+        if channel is None:
+            raise ProtocolError(NOT_FOUND, f"no channel {spelling} on this host")
+        snapshot = self.snapshot(channel, spelling)
+        channel.subscribers[client] = spelling
+        client.subscriptions[channel.uri] = spelling
+        if hold:
+            client.held.setdefault(channel.uri, [])
+        return snapshot
+
+    def unsubscribe(self, client: Client, spelling: str) -> None:
+        uri = self.canonical(spelling)
+        if uri in client.subscriptions:
+            self._drop_subscription(client, uri)
+            for listener in self._unsubscribe_listeners:
+                listener(client, uri)
+
+    def _drop_subscription(self, client: Client, uri: str) -> None:
+        client.subscriptions.pop(uri, None)
+        client.held.pop(uri, None)
+        channel = self.channels.get(uri)
+        if channel is not None:
+            channel.subscribers.pop(client, None)
+
+    # -- notifications (no serverSeq, never replayed) -------------------------------
+    def notify_watchers(self, uri: str, method: str, params: dict[str, Any]) -> None:
+        channel = self.channels.get(uri)
+        if channel is None:
+            return
+        text = dumps({"jsonrpc": "2.0", "method": method, "params": params})
+        for client in channel.subscribers:
+            client.deliver(uri, text)
+
+    def notify_root(self, method: str, params: dict[str, Any]) -> None:
+        """sessionAdded / sessionRemoved / sessionSummaryChanged: root watchers only."""
+        self.notify_watchers(ROOT_CHANNEL, method, {"channel": ROOT_CHANNEL, **params})
+
+    @staticmethod
+    def progress(
+        client: Client,
+        token: str,
+        progress: float,
+        total: float | None = None,
+        message: str | None = None,
+    ) -> None:
+        """root/progress, to the one client whose request carried ``token``."""
+        params: dict[str, Any] = {
+            "channel": ROOT_CHANNEL,
+            "progressToken": token,
+            "progress": progress,
+        }
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        client.peer.notify("root/progress", params)

@@ -1,0 +1,111 @@
+"""Checking what a client sent against the protocol's shapes, with errors naming the field.
+
+Client params are checked with the lenient models: a key this host does not
+know is a newer client's business, not an error; a missing or mistyped one is
+-32602 naming it.
+"""
+
+from __future__ import annotations
+
+import typing
+from functools import cache
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from ahpcore.protocol import models
+from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
+
+EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
+#: Other spellings taken for a literal channel (an older client's authority form).
+CHANNEL_SPELLINGS: dict[str, frozenset[str]] = {
+    "ahp-automations://": frozenset({"ahp-automations://", "ahp-automations://catalog"}),
+}
+
+
+def _describe(error: dict[str, Any], prefix: str) -> str:
+    path = prefix
+    for part in error.get("loc", ()):
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return f"{path}: {error.get('msg', 'invalid')}"
+
+
+@cache
+def literal_channel(model_name: str) -> str | None:
+    """The channel a params model declares as a literal, if it declares one."""
+    model = getattr(models, model_name, None)
+    if model is None or not issubclass(model, BaseModel):
+        return None
+    field = model.model_fields.get("channel")
+    if field is None or typing.get_origin(field.annotation) is not typing.Literal:
+        return None
+    (value,) = typing.get_args(field.annotation)
+    return str(value)
+
+
+@cache
+def _adapter(model_name: str) -> TypeAdapter[Any]:
+    return TypeAdapter(getattr(models, model_name))
+
+
+def check(method: str, model_name: str, params: Any, *, prefix: str = "params") -> dict[str, Any]:
+    """Validate ``params`` for ``method``; returns them (with a literal channel filled in)."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise ProtocolError(INVALID_PARAMS, f"{prefix} of {method} must be an object")
+    literal = literal_channel(model_name)
+    if literal is not None:
+        named = params.get("channel")
+        if method in EXEMPT_FROM_CHANNEL_CHECK or named is None:
+            # initialize and ping are how a client learns it can talk at all;
+            # naming no channel names nothing wrong.
+            params = {**params, "channel": literal}
+        elif named not in CHANNEL_SPELLINGS.get(literal, {literal}):
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"{method} is addressed to channel {literal!r}, not {named!r}",
+            )
+    try:
+        _adapter(model_name).validate_python(params)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise ProtocolError(INVALID_PARAMS, f"{method}: {_describe(dict(first), prefix)}") from None
+    return params
+
+
+@cache
+def action_models(module: ModuleType = models) -> dict[str, tuple[type[BaseModel], ...]]:
+    """Action type string -> the model(s) declaring it, read off the generated classes."""
+    found: dict[str, list[type[BaseModel]]] = {}
+    for value in vars(module).values():
+        if not (isinstance(value, type) and issubclass(value, BaseModel)):
+            continue
+        if not value.__name__.endswith("Action"):
+            continue
+        field = value.model_fields.get("type")
+        if field is None or typing.get_origin(field.annotation) is not typing.Literal:
+            continue
+        for tag in typing.get_args(field.annotation):
+            found.setdefault(str(tag), []).append(value)
+    return {tag: tuple(classes) for tag, classes in found.items()}
+
+
+def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
+    """Validate one state action by its ``type``; ProtocolError names what is wrong."""
+    if not isinstance(action, dict):
+        raise ProtocolError(INVALID_PARAMS, f"{prefix} must be an object")
+    kind = action.get("type")
+    candidates = action_models().get(kind) if isinstance(kind, str) else None
+    if not candidates:
+        raise ProtocolError(INVALID_PARAMS, f"{prefix}.type: unknown action type {kind!r}")
+    failures: list[str] = []
+    for model in candidates:
+        try:
+            model.model_validate(action)
+        except ValidationError as exc:
+            failures.append(_describe(dict(exc.errors(include_url=False)[0]), prefix))
+        else:
+            return action
+    raise ProtocolError(INVALID_PARAMS, f"{kind}: {failures[0]}")

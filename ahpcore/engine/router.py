@@ -1,0 +1,118 @@
+"""Method routing: which handler answers which JSON-RPC method.
+
+Handlers take ``(client, params)`` and return the result (or raise
+ProtocolError). A result wrapped in ``Reply`` runs ``after`` once the answer
+is queued (``ahpcore.rpc.peer.Reply``), which is how held channel frames are
+released behind it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ahpcore.engine.clients import Client
+from ahpcore.engine.params import check
+from ahpcore.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
+from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
+
+Handler = Callable[[Client, dict[str, Any]], Any]
+
+#: The port each protocol command needs when no plugin serves it, for the refusal.
+PORT_OF_COMMAND: dict[str, str] = {
+    "createTerminal": "terminals",
+    "disposeTerminal": "terminals",
+    "createResourceWatch": "resources",
+    "resourceRead": "resources",
+    "resourceList": "resources",
+    "resourceResolve": "resources",
+    "resourceWrite": "resources",
+    "resourceDelete": "resources",
+    "resourceMkdir": "resources",
+    "resourceMove": "resources",
+    "resourceCopy": "resources",
+    "resourceRequest": "resources",
+    "invokeChangesetOperation": "changes",
+    "listAutomationTriggerDefinitions": "automations",
+    "runAutomation": "automations",
+    "fetchAutomationRuns": "automations",
+    "createSession": "backends",
+    "disposeSession": "backends",
+    "createChat": "backends",
+    "disposeChat": "backends",
+    "moveChat": "backends",
+    "fetchTurns": "backends",
+    "completions": "backends",
+    "authenticate": "backends",
+    "resolveSessionConfig": "backends",
+    "sessionConfigCompletions": "backends",
+}
+#: Answered before initialize: how a client finds out it can talk at all.
+BEFORE_INITIALIZE = frozenset({"initialize", "ping", "reconnect"})
+
+
+@dataclass
+class Route:
+    handler: Handler
+    #: Validate params against this protocol model first (None: the handler checks).
+    params_model: str | None
+    owner: str
+
+
+@dataclass
+class Router:
+    routes: dict[str, Route] = field(default_factory=dict)
+    notifications: dict[str, Handler] = field(default_factory=dict)
+
+    def add(self, method: str, handler: Handler, *, owner: str = "ahpcore") -> None:
+        """Serve ``method``. A protocol method takes its params model from the method table."""
+        existing = self.routes.get(method)
+        if existing is not None:
+            raise ValueError(
+                f"method {method!r} is served by {existing.owner}; {owner} cannot serve it too"
+            )
+        command = COMMANDS.get(method)
+        self.routes[method] = Route(handler, command.params if command else None, owner)
+
+    def add_notification(self, method: str, handler: Handler) -> None:
+        self.notifications[method] = handler
+
+    async def request(self, client: Client, method: str, params: Any) -> Any:
+        route = self.routes.get(method)
+        if route is None:
+            port = PORT_OF_COMMAND.get(method)
+            if port is not None:
+                raise ProtocolError(
+                    METHOD_NOT_FOUND,
+                    f"{method} needs the {port} port, and no plugin on this host provides it",
+                )
+            raise ProtocolError(METHOD_NOT_FOUND, f"unknown method {method!r}")
+        if not client.initialized and method not in BEFORE_INITIALIZE:
+            raise ProtocolError(INVALID_REQUEST, f"send initialize before {method}")
+        if route.params_model is not None:
+            params = check(method, route.params_model, params)
+        elif params is None:
+            params = {}
+        result = route.handler(client, params)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def notification(self, client: Client, method: str, params: Any) -> None:
+        handler = self.notifications.get(method)
+        if handler is None:
+            return  # JSON-RPC: a notification is never answered, not even to refuse it
+        if method in CLIENT_NOTIFICATIONS and method != "dispatchAction":
+            params = check(method, CLIENT_NOTIFICATIONS[method], params)
+        result = handler(client, params)
+        if inspect.isawaitable(result):
+            await result
+
+
+async def resolve(value: Any) -> Any:
+    """A hook's answer: a value, or an awaitable of one."""
+    if inspect.isawaitable(value):
+        return await value
+    return value

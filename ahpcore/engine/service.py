@@ -1,0 +1,164 @@
+"""The protocol's own commands: initialize, ping, subscribe, unsubscribe, reconnect,
+dispatchAction, and the root channel's config.
+
+Everything here works on a host with no plugins at all.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ahpcore import __version__
+from ahpcore.engine.clients import Client
+from ahpcore.engine.core import Dispatch, Engine, Refused
+from ahpcore.engine.router import Router
+from ahpcore.protocol.errors import ProtocolError
+from ahpcore.protocol.uris import ROOT_CHANNEL
+from ahpcore.protocol.versions import SERVED_WIRE, negotiate
+from ahpcore.rpc.peer import Reply
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "ahp"
+MIB = 1 << 20
+#: Root config keys holding byte budgets, which may not be pushed below 1 MiB.
+BYTE_BUDGET_KEYS = frozenset({"clientQueueBytes", "replayBytes"})
+
+
+class ProtocolService:
+    def __init__(self, engine: Engine, router: Router) -> None:
+        self.engine = engine
+        self.router = router
+        router.add("initialize", self.initialize)
+        router.add("ping", self.ping)
+        router.add("subscribe", self.subscribe)
+        router.add("reconnect", self.reconnect)
+        router.add_notification("unsubscribe", self.unsubscribe)
+        router.add_notification("dispatchAction", self.dispatch_action)
+        engine.on_action("root/configChanged", self.config_changed)
+
+    async def _subscribe_all(
+        self, client: Client, spellings: list[str]
+    ) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+        """Snapshots for every channel that has one; frames for them held until the answer."""
+        snapshots: list[dict[str, Any]] = []
+        held: list[str] = []
+        missing: list[str] = []
+        for spelling in spellings:
+            try:
+                snapshots.append(await self.engine.subscribe(client, spelling, hold=True))
+            except ProtocolError as error:
+                log.info("client %s: %s not subscribed: %s", client.label, spelling, error.message)
+                missing.append(spelling)
+                continue
+            held.append(self.engine.canonical(spelling))
+        return snapshots, held, missing
+
+    @staticmethod
+    def _releasing(client: Client, uris: list[str], result: Any) -> Reply:
+        def release() -> None:
+            for uri in uris:
+                client.release(uri)
+
+        return Reply(result, release)
+
+    async def initialize(self, client: Client, params: dict[str, Any]) -> Reply:
+        negotiated = negotiate(params["protocolVersions"])
+        client.client_id = params["clientId"]
+        client.protocol_version = negotiated.protocol_version
+        client.served_as = negotiated.served_as
+        snapshots, held, _ = await self._subscribe_all(
+            client, list(params.get("initialSubscriptions") or [])
+        )
+        result = {
+            "protocolVersion": negotiated.protocol_version,
+            "serverSeq": self.engine.server_seq,
+            "serverInfo": {"name": SERVER_NAME, "version": __version__},
+            "snapshots": snapshots,
+        }
+        return self._releasing(client, held, result)
+
+    @staticmethod
+    def ping(client: Client, params: dict[str, Any]) -> None:
+        return None
+
+    async def subscribe(self, client: Client, params: dict[str, Any]) -> Reply:
+        snapshot = await self.engine.subscribe(client, params["channel"], hold=True)
+        return self._releasing(
+            client, [self.engine.canonical(params["channel"])], {"snapshot": snapshot}
+        )
+
+    def unsubscribe(self, client: Client, params: dict[str, Any]) -> None:
+        self.engine.unsubscribe(client, params["channel"])
+
+    async def reconnect(self, client: Client, params: dict[str, Any]) -> Reply:
+        client.client_id = params["clientId"]
+        client.protocol_version = client.protocol_version or SERVED_WIRE
+        client.served_as = client.served_as or SERVED_WIRE
+        last_seen = int(params["lastSeenServerSeq"])
+        engine = self.engine
+        if engine.replay.covers(last_seen, engine.server_seq):
+            # Everything missed is buffered: replay it for the channels asked about.
+            wanted: dict[str, str] = {}
+            missing: list[str] = []
+            for spelling in params["subscriptions"]:
+                channel = await engine.open_channel(spelling)
+                if channel is None:
+                    missing.append(spelling)
+                else:
+                    wanted[channel.uri] = spelling
+            actions = [
+                engine.spell(engine.channels[item.channel], item.envelope, wanted[item.channel])
+                for item in engine.replay.since(last_seen)
+                if item.channel in wanted and item.channel in engine.channels
+            ]
+            held: list[str] = []
+            for uri, spelling in wanted.items():
+                await engine.subscribe(client, spelling, hold=True)
+                held.append(uri)
+            result = {"type": "replay", "actions": actions, "missing": missing}
+            return self._releasing(client, held, result)
+        snapshots, held, _ = await self._subscribe_all(client, list(params["subscriptions"]))
+        return self._releasing(client, held, {"type": "snapshot", "snapshots": snapshots})
+
+    async def dispatch_action(self, client: Client, params: Any) -> None:
+        await self.engine.dispatch_from_client(client, params)
+
+    async def config_changed(self, dispatch: Dispatch) -> dict[str, Any] | None:
+        """root/configChanged from a client: unknown keys refused by name, the rest applied."""
+        action = dispatch.action
+        config = action.get("config") or {}
+        root = dispatch.engine.root.state
+        declared = root.get("config", {}).get("schema", {}).get("properties", {})
+        unknown = sorted(key for key in config if key not in declared)
+        problems = []
+        for key in sorted(BYTE_BUDGET_KEYS & set(config)):
+            value = config[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < MIB:
+                problems.append(f"{key} must be a number of bytes of at least {MIB} (1 MiB)")
+        if problems:
+            raise Refused("; ".join(problems))
+        if unknown and len(unknown) == len(config):
+            raise Refused(f"no config key named {', '.join(unknown)} on this host")
+        if unknown:
+            kept = {key: value for key, value in config.items() if key not in unknown}
+            dispatch.engine.answer_sender(
+                dispatch.client,
+                dispatch.channel.uri,
+                {**action, "config": {key: config[key] for key in unknown}},
+                {"clientId": dispatch.client.client_id or "", "clientSeq": dispatch.client_seq},
+                rejection=f"no config key named {', '.join(unknown)} on this host; "
+                "the rest of the change was applied",
+            )
+            return {**action, "config": kept}
+        return action
+
+
+def root_config_value(engine: Engine, key: str, default: int) -> int:
+    """A root config value as the host reads it where it is used."""
+    config = engine.channels[ROOT_CHANNEL].state.get("config", {})
+    value = config.get("values", {}).get(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= MIB:
+        return int(value)
+    return default

@@ -1,0 +1,125 @@
+"""The hooks a plugin implements: one per port, all prefixed ``ahp_``.
+
+A plugin is a module or object with functions decorated by
+``ahpcore.hookimpl``. Implementations stay synchronous and may return a value
+or an awaitable; the host resolves both. Every hook receives ``host`` (the
+``ahpcore.host.Host`` being built) and is called once, when the host starts,
+unless its docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+    from ahpcore.ports import (
+        AutomationStore,
+        Backend,
+        ChangesPort,
+        ResourcesPort,
+        RpcHandler,
+        SessionStore,
+        TerminalsPort,
+        UsersDirectory,
+        WorktreesPort,
+    )
+
+PROJECT = "ahp"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
+    """Offer agent backends.
+
+    Receives ``register``; call it once per backend (an object implementing
+    ``ahpcore.ports.Backend``). Returns nothing. Two plugins registering one
+    provider name is an error naming both. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_terminals(host: Host) -> TerminalsPort | None:
+    """Return the terminals port (``createTerminal``/``disposeTerminal``, the pty side).
+
+    First non-None answer wins. Without one, terminal commands are refused
+    naming the missing port. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_resources(host: Host) -> ResourcesPort | None:
+    """Return the resources port (``resource*`` commands and resource watches).
+
+    First non-None answer wins. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_changes(host: Host) -> ChangesPort | None:
+    """Return the changes port: changesets and ``invokeChangesetOperation``.
+
+    First non-None answer wins. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_worktrees(host: Host) -> WorktreesPort | None:
+    """Return the worktrees port: isolated trees for sessions asking for one.
+
+    First non-None answer wins. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_automations(host: Host) -> AutomationStore | None:
+    """Return the automation store behind ``ahp-automations://``.
+
+    First non-None answer wins; without one, automations are not advertised.
+    Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_users(host: Host) -> UsersDirectory | None:
+    """Return the users directory (who a connection is, tokens it may spend).
+
+    First non-None answer wins. Fires when the host starts.
+    """
+
+
+@hookspec
+def ahp_rpc_methods(host: Host, register: Callable[[str, RpcHandler], None]) -> None:
+    """Add JSON-RPC methods outside the protocol (the VS Code window's own requests).
+
+    Receives ``register(method, handler)``; ``handler(connection, params)``
+    returns the result or an awaitable of it and raises
+    ``ahpcore.protocol.ProtocolError`` to refuse. A protocol method cannot be
+    replaced, and two plugins registering one method is an error naming both.
+    Fires when the host starts.
+    """
+
+
+@hookspec
+def ahp_root_config(host: Host) -> dict[str, Any] | None:
+    """Return root config schema properties this plugin contributes.
+
+    A mapping of key -> JSON Schema property (``ConfigPropertySchema``).
+    Every plugin's answer is merged into the root channel's config schema; two
+    plugins declaring one key is an error naming both. Fires when the host
+    starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_session_store(host: Host) -> SessionStore | None:
+    """Return the session store: what the host keeps on top of a backend.
+
+    First non-None answer wins; the core's own plugin answers last with the
+    store ``--sessions`` chose. Fires when the host starts.
+    """

@@ -1,0 +1,214 @@
+"""The host: one plugin manager, one engine, one router, any number of connections.
+
+``Host.start()`` asks every plugin for what it offers (backends, ports, root
+config keys, extra methods) and builds the engine from the answers; each
+transport then hands its connections to ``serve_connection``.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from ahpcore import __version__
+from ahpcore.builtins.core import DEFAULT_CLIENT_QUEUE_BYTES, DEFAULT_REPLAY_BYTES
+from ahpcore.engine.clients import Client
+from ahpcore.engine.core import Engine
+from ahpcore.engine.router import Router, resolve
+from ahpcore.engine.service import ProtocolService, root_config_value
+from ahpcore.plugins import PluginError, PluginManager
+from ahpcore.ports import Backend, RpcHandler
+from ahpcore.protocol.methods import COMMANDS
+from ahpcore.rpc.framing import Message
+from ahpcore.rpc.peer import Peer
+from ahpcore.transports.base import Wire
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+#: The port ``ahp serve`` listens on unless told otherwise.
+DEFAULT_PORT = 8765
+#: Inbound frames larger than this close the connection (the protocol has no bigger message).
+DEFAULT_MAX_FRAME_BYTES = 64 << 20
+
+
+def default_state_dir() -> Path:
+    return platformdirs.user_state_path("ahp")
+
+
+@dataclass
+class HostSettings:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    #: Which session store the core plugin opens: "file" or "memory".
+    sessions: str = "file"
+    state_dir: Path = field(default_factory=default_state_dir)
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    compression: bool = True
+
+
+class Host:
+    def __init__(self, plugins: PluginManager, settings: HostSettings | None = None) -> None:
+        self.plugins = plugins
+        self.settings = settings or HostSettings()
+        self.backends: dict[str, Backend] = {}
+        self._backend_owner: dict[str, str] = {}
+        self.ports: dict[str, Any] = {}
+        self.router = Router()
+        self.engine: Engine | None = None
+        self.session_store: Any = None
+        self._started = False
+
+    # -- startup -------------------------------------------------------------------
+    async def start(self) -> Host:
+        if self._started:
+            return self
+        self.plugins.load()
+        hook = self.plugins.hook
+        config_schema = await self._collect_root_config()
+        self.engine = Engine(
+            self._initial_root_state(config_schema),
+            replay_bytes=lambda: root_config_value(
+                self.engine_or_fail, "replayBytes", DEFAULT_REPLAY_BYTES
+            ),
+        )
+        ProtocolService(self.engine, self.router)
+        self.router.add("listSessions", self._list_no_sessions)
+        for port in ("terminals", "resources", "changes", "worktrees", "automations", "users"):
+            value = await resolve(getattr(hook, f"ahp_{port}")(host=self))
+            if value is not None:
+                self.ports[port] = value
+        self.session_store = await resolve(hook.ahp_session_store(host=self))
+        for result in hook.ahp_backends(host=self, register=self._register_backend_from_hook()):
+            await resolve(result)
+        for result in hook.ahp_rpc_methods(host=self, register=self._register_method_from_hook()):
+            await resolve(result)
+        if self.backends:
+            agents = [agent for backend in self.backends.values() for agent in backend.agents()]
+            self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
+        self._started = True
+        return self
+
+    @property
+    def engine_or_fail(self) -> Engine:
+        if self.engine is None:
+            raise RuntimeError("the host has not been started")
+        return self.engine
+
+    async def _collect_root_config(self) -> dict[str, Any]:
+        properties: dict[str, Any] = {}
+        owners: dict[str, str] = {}
+        hook = self.plugins.hook.ahp_root_config
+        for impl in reversed(hook.get_hookimpls()):  # registration order
+            answer = await resolve(impl.function(host=self))
+            for key, schema in (answer or {}).items():
+                if key in owners:
+                    raise PluginError(
+                        f"root config key {key!r} is declared by both {owners[key]!r} "
+                        f"and {impl.plugin_name!r}"
+                    )
+                owners[key] = impl.plugin_name
+                properties[key] = schema
+        return {"type": "object", "properties": properties}
+
+    def _initial_root_state(self, config_schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "agents": [],
+            "activeSessions": 0,
+            "terminals": [],
+            "config": {"schema": config_schema, "values": {}},
+            "_meta": {
+                "ahp.version": __version__,
+                "ahp.python": platform.python_version(),
+                "ahp.platform": sys.platform,
+                "ahp.plugins": self.plugins.names(),
+            },
+        }
+
+    def _register_backend_from_hook(self) -> Callable[[Backend], None]:
+        def register(backend: Backend) -> None:
+            provider = backend.provider
+            owner = _caller_plugin(self.plugins, backend)
+            if provider in self.backends:
+                raise PluginError(
+                    f"provider {provider!r} is claimed by both {self._backend_owner[provider]!r} "
+                    f"and {owner!r}"
+                )
+            self.backends[provider] = backend
+            self._backend_owner[provider] = owner
+
+        return register
+
+    def _register_method_from_hook(self) -> Callable[[str, RpcHandler], None]:
+        def register(method: str, handler: RpcHandler) -> None:
+            if method in COMMANDS:
+                raise PluginError(f"{method!r} is a protocol method; a plugin cannot replace it")
+            owner = _caller_plugin(self.plugins, handler)
+            try:
+                self.router.add(method, lambda client, params: handler(client, params), owner=owner)
+            except ValueError as exc:
+                raise PluginError(str(exc)) from None
+
+        return register
+
+    @staticmethod
+    def _list_no_sessions(client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return {"items": []}
+
+    # -- connections ---------------------------------------------------------------
+    def client_queue_bytes(self) -> int:
+        return root_config_value(
+            self.engine_or_fail, "clientQueueBytes", DEFAULT_CLIENT_QUEUE_BYTES
+        )
+
+    async def serve_connection(
+        self, wire: Wire, frames: Callable[[], Awaitable[str | bytes | None]]
+    ) -> None:
+        """Serve one connection until it ends; nothing of it is left behind."""
+        engine = self.engine_or_fail
+        router = self.router
+        client_box: list[Client] = []
+
+        async def on_request(peer: Peer, message: Message) -> Any:
+            return await router.request(client_box[0], message.method, message.params)
+
+        async def on_notification(peer: Peer, message: Message) -> None:
+            await router.notification(client_box[0], message.method, message.params)
+
+        peer = Peer(
+            wire,
+            on_request=on_request,
+            on_notification=on_notification,
+            queue_limit=self.client_queue_bytes,
+            inline_methods=frozenset({"initialize", "reconnect"}),
+        )
+        client = Client(peer)
+        client_box.append(client)
+        engine.connect(client)
+        log.info("client %s connected over %s", peer.id, wire.label)
+        try:
+            await peer.run(frames)
+        finally:
+            engine.disconnect(client)
+            log.info("client %s disconnected (%s)", client.label, peer.close_reason)
+
+    async def aclose(self) -> None:
+        store = self.session_store
+        if store is not None and hasattr(store, "close"):
+            store.close()
+
+
+def _caller_plugin(plugins: PluginManager, obj: object) -> str:
+    module = getattr(obj, "__module__", None) or type(obj).__module__
+    for info in plugins.plugins():
+        plugin = plugins.get(info.name)
+        if plugin is not None and getattr(plugin, "__name__", None) == module:
+            return info.name
+    return module or "unknown"

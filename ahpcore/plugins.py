@@ -1,0 +1,246 @@
+"""The per-host plugin manager: entry points, explicit plugins, trimming, provenance.
+
+Plugins come from three places, in this order: the essential core plugins
+(always loaded, never disabled), plugins handed over explicitly (tests,
+embedders), and the ``ahp`` entry-point group of installed distributions,
+read only when ``load()`` runs. Trimming applies to everything but the
+essentials: an allowlist (``--plugins a,b`` / ``AHP_PLUGINS``; empty means
+none), a blocklist (``AHP_DISABLE_PLUGINS``) and protocol-only
+(``--no-plugins``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import logging
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from ahpcore import hookspecs
+from ahpcore.builtins import ESSENTIAL_PLUGINS
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "ahp"
+ENV_ALLOW = "AHP_PLUGINS"
+ENV_BLOCK = "AHP_DISABLE_PLUGINS"
+
+
+class PluginError(Exception):
+    """A plugin set the host cannot start with; the message names the plugin."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    name: str
+    distribution: str | None
+    version: str | None
+    hooks: tuple[str, ...]
+    essential: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "distribution": self.distribution,
+            "version": self.version,
+            "hooks": list(self.hooks),
+            "essential": self.essential,
+        }
+
+
+@dataclass(frozen=True)
+class PluginFailure:
+    """A plugin that could not be loaded or registered, and why."""
+
+    name: str
+    distribution: str | None
+    error: str
+
+
+def _split_names(text: str | None) -> set[str] | None:
+    if text is None:
+        return None
+    return {part.strip() for part in text.split(",") if part.strip()}
+
+
+@dataclass
+class Selection:
+    """Which non-essential plugins may load."""
+
+    allow: set[str] | None = None  # None: everything
+    block: set[str] = field(default_factory=set)
+    protocol_only: bool = False
+
+    @classmethod
+    def from_options(
+        cls,
+        plugins: str | Sequence[str] | None = None,
+        no_plugins: bool = False,
+        env: Mapping[str, str] | None = None,
+    ) -> Selection:
+        """Combine CLI options with ``AHP_PLUGINS`` / ``AHP_DISABLE_PLUGINS``; options win."""
+        env = os.environ if env is None else env
+        if isinstance(plugins, str):
+            allow = _split_names(plugins)
+        elif plugins is not None:
+            allow = set(plugins)
+        else:
+            allow = _split_names(env.get(ENV_ALLOW))
+        block = _split_names(env.get(ENV_BLOCK)) or set()
+        return cls(allow=allow, block=block, protocol_only=no_plugins)
+
+    def admits(self, name: str) -> bool:
+        if self.protocol_only or name in self.block:
+            return False
+        return self.allow is None or name in self.allow
+
+    def check_essentials(self, essentials: Iterable[str]) -> None:
+        refused = sorted(set(essentials) & self.block)
+        if refused:
+            raise PluginError(
+                f"cannot disable essential plugin(s) {', '.join(refused)}: the host "
+                "needs them to speak the protocol; use --no-plugins for a protocol-only host"
+            )
+
+
+class PluginManager:
+    """One host's plugins. Build one per host; nothing here is global."""
+
+    def __init__(
+        self,
+        *,
+        plugins: Iterable[object | tuple[str, object]] = (),
+        entry_points: bool = True,
+        selection: Selection | None = None,
+    ) -> None:
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self._pm.add_hookspecs(hookspecs)
+        self._explicit = list(plugins)
+        self._use_entry_points = entry_points
+        self.selection = selection or Selection()
+        self._info: dict[str, PluginInfo] = {}
+        self.failures: list[PluginFailure] = []
+        self._loaded = False
+
+    @property
+    def hook(self) -> Any:
+        return self._pm.hook
+
+    def load(self) -> PluginManager:
+        """Register every plugin the selection admits. Idempotent."""
+        if self._loaded:
+            return self
+        self.selection.check_essentials(ESSENTIAL_PLUGINS)
+        for name, module_name in ESSENTIAL_PLUGINS.items():
+            self._register(name, importlib.import_module(module_name), "ahpcore", essential=True)
+        if not self.selection.protocol_only:
+            for item in self._explicit:
+                name, plugin = item if isinstance(item, tuple) else (_plugin_name(item), item)
+                if self.selection.admits(name):
+                    self._register(name, plugin, _distribution_of(plugin))
+            if self._use_entry_points:
+                self._load_entry_points()
+        self._check_pending()
+        self._loaded = True
+        return self
+
+    def _load_entry_points(self) -> None:
+        for ep in sorted(
+            importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name
+        ):
+            if not self.selection.admits(ep.name) or ep.name in self._info:
+                continue
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            try:
+                plugin = ep.load()
+            except Exception as exc:  # a broken plugin must not stop the host
+                self._fail(ep.name, dist, f"failed to import {ep.value}: {exc!r}")
+                continue
+            self._register(ep.name, plugin, dist, version=version)
+
+    def _register(
+        self,
+        name: str,
+        plugin: object,
+        distribution: str | None,
+        *,
+        version: str | None = None,
+        essential: bool = False,
+    ) -> None:
+        if name in self._info:
+            raise PluginError(f"two plugins are named {name!r}; plugin names must be unique")
+        try:
+            self._pm.register(plugin, name=name)
+        except Exception as exc:
+            if essential:
+                raise
+            self._fail(name, distribution, f"failed to register: {exc}")
+            return
+        if version is None and distribution is not None:
+            version = _version_of(distribution)
+        hooks = tuple(sorted(caller.name for caller in self._pm.get_hookcallers(plugin) or ()))
+        self._info[name] = PluginInfo(name, distribution, version, hooks, essential)
+
+    def _fail(self, name: str, distribution: str | None, error: str) -> None:
+        log.warning("plugin %s left out: %s", name, error)
+        self.failures.append(PluginFailure(name, distribution, error))
+
+    def _check_pending(self) -> None:
+        try:
+            self._pm.check_pending()
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(
+                f"plugin {self._pm.get_name(exc.plugin)!r} implements a hook the host "
+                f"does not have: {exc}"
+            ) from exc
+
+    def register(self, plugin: object, name: str | None = None) -> str:
+        """Add a plugin after load (tests); returns the name it was registered under."""
+        name = name or _plugin_name(plugin)
+        self._register(name, plugin, _distribution_of(plugin))
+        self._check_pending()
+        return name
+
+    def unregister(self, name: str) -> None:
+        if self._info.get(name, None) is not None and self._info[name].essential:
+            raise PluginError(f"cannot unregister essential plugin {name!r}")
+        self._pm.unregister(name=name)
+        self._info.pop(name, None)
+
+    def plugins(self) -> list[PluginInfo]:
+        """What loaded, essentials first, then by name."""
+        return sorted(self._info.values(), key=lambda p: (not p.essential, p.name))
+
+    def get(self, name: str) -> object | None:
+        return self._pm.get_plugin(name)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.plugins()]
+
+
+def _plugin_name(plugin: object) -> str:
+    name = getattr(plugin, "__name__", None) or type(plugin).__name__
+    return str(name).rsplit(".", 1)[-1].removeprefix("ahp_")
+
+
+def _distribution_of(plugin: object) -> str | None:
+    module = inspect.getmodule(plugin)
+    if module is None:
+        return None
+    top = module.__name__.split(".", 1)[0]
+    dists = importlib.metadata.packages_distributions().get(top)
+    return dists[0] if dists else None
+
+
+def _version_of(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,1 @@
+"""Transports move frames; they know nothing of what the frames say."""
