@@ -106,7 +106,7 @@ class Host:
         properties: dict[str, Any] = {}
         owners: dict[str, str] = {}
         hook = self.plugins.hook.ahp_root_config
-        for impl in reversed(hook.get_hookimpls()):  # registration order
+        for impl in hook.get_hookimpls():  # registration order
             answer = await resolve(impl.function(host=self))
             for key, schema in (answer or {}).items():
                 if key in owners:

@@ -1,0 +1,158 @@
+"""The ahp command, run as a user runs it: a real process, a real WebSocket, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.test_plugins import GOOD, make_distribution
+
+AHP = [sys.executable, "-m", "ahpcore.cli"]
+
+
+def run_ahp(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AHP, *args], capture_output=True, text=True, timeout=timeout, env=env or os.environ.copy()
+    )
+
+
+def test_version():
+    done = run_ahp("version")
+    assert done.returncode == 0
+    assert re.match(r"ahp \d+\.\d+\.\d+ \(protocol 1\.0\.0, 0\.10\.0, 0\.9\.0\)", done.stdout)
+
+
+@pytest.fixture
+def plugin_env(tmp_path):
+    site = tmp_path / "site"
+    make_distribution(site, "ahp-good", "1.2.3", {"good": "ahp_good_plugin"}, {"ahp_good_plugin": GOOD})
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
+    env.pop("AHP_PLUGINS", None)
+    env.pop("AHP_DISABLE_PLUGINS", None)
+    return env
+
+
+def test_plugins_json_lists_name_distribution_version_and_hooks(plugin_env):
+    done = run_ahp("plugins", "--json", env=plugin_env)
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    rows = {row["name"]: row for row in payload["plugins"]}
+    assert rows["good"] == {
+        "name": "good",
+        "distribution": "ahp-good",
+        "version": "1.2.3",
+        "hooks": ["ahp_root_config"],
+        "essential": False,
+    }
+    assert rows["core"]["essential"] is True
+    assert payload["failed"] == []
+
+
+def test_plugins_hook_filter_and_trimming(plugin_env):
+    only_store = json.loads(run_ahp("plugins", "--json", "--hook", "ahp_session_store", env=plugin_env).stdout)
+    assert [row["name"] for row in only_store["plugins"]] == ["core"]
+    trimmed = json.loads(run_ahp("plugins", "--json", "--no-plugins", env=plugin_env).stdout)
+    assert [row["name"] for row in trimmed["plugins"]] == ["core"]
+    env = {**plugin_env, "AHP_DISABLE_PLUGINS": "good"}
+    blocked = json.loads(run_ahp("plugins", "--json", env=env).stdout)
+    assert "good" not in [row["name"] for row in blocked["plugins"]]
+
+
+def test_disabling_core_is_refused_with_a_clear_error(plugin_env):
+    done = run_ahp("plugins", env={**plugin_env, "AHP_DISABLE_PLUGINS": "core"})
+    assert done.returncode == 2
+    assert "cannot disable essential plugin(s) core" in done.stderr
+
+
+def test_serve_refuses_a_public_address_without_a_token(tmp_path):
+    done = run_ahp("serve", "--host", "0.0.0.0", "--no-token", "--state-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert "without a connection token" in done.stderr
+
+
+class Served:
+    def __init__(self, process: subprocess.Popen[str], url: str, token: str | None):
+        self.process, self.url, self.token = process, url, token
+
+
+def start_serve(tmp_path: Path, *extra: str) -> Served:
+    process = subprocess.Popen(
+        [*AHP, "serve", "--port", "0", "--state-dir", str(tmp_path / "state"), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    url = token = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and url is None or (token is None and "--no-token" not in extra):
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError(f"ahp serve exited early: {process.stderr.read() if process.stderr else ''}")
+        if match := re.search(r"listening on (ws://\S+)", line):
+            url = match.group(1)
+        if match := re.search(r"connection token: (\S+)", line):
+            token = match.group(1)
+        if url and "--no-token" in extra:
+            break
+    assert url is not None
+    return Served(process, url, token)
+
+
+@pytest.mark.anyio
+async def test_serve_answers_initialize_and_ping_and_stops_on_sigterm(tmp_path):
+    served = start_serve(tmp_path)
+    try:
+        assert served.url.startswith("ws://127.0.0.1:")
+        async with connect(f"{served.url}?token={served.token}") as ws:
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"channel": "ahp-root://"}}))
+            assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 1, "result": None}
+            await ws.send(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 2,
+                        "method": "initialize",
+                        "params": {"channel": "ahp-root://", "protocolVersions": ["0.9.0", "1.0.0"], "clientId": "cli-test"},
+                    }
+                )
+            )
+            answer = json.loads(await ws.recv())
+            assert answer["result"]["protocolVersion"] == "1.0.0"
+            assert answer["result"]["serverInfo"]["name"] == "ahp"
+        served.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            while served.process.poll() is None:
+                await anyio.sleep(0.05)
+        assert served.process.returncode == 0
+        assert "ahp stopped" in (served.process.stderr.read() if served.process.stderr else "")
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+        served.process.wait()
+
+
+@pytest.mark.anyio
+async def test_serve_stops_cleanly_on_ctrl_c(tmp_path):
+    served = start_serve(tmp_path, "--no-plugins", "--sessions", "memory")
+    try:
+        served.process.send_signal(signal.SIGINT)
+        with anyio.fail_after(30):
+            while served.process.poll() is None:
+                await anyio.sleep(0.05)
+        assert served.process.returncode == 0
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+        served.process.wait()
