@@ -1,0 +1,41 @@
+"""Reducer for the ``ahp-automations://`` catalogue channel (``AutomationState``).
+
+Mirrors ``types/channels-automation/reducer.ts``: ``entries`` is keyed by each
+entry's ``resource``. Create and update requests ask the host to act; the
+host answers with ``automation/set``, so they leave the catalogue unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._helpers import Action, State, as_list, assoc, index_by, keep_if_same, removed, upsert_by
+
+
+def _removed(state: State, action: Action) -> State:
+    entries = as_list(state.get("entries"))
+    index = index_by(entries, "resource", action.get("resource"))
+    if index < 0:
+        return state
+    return assoc(state, "entries", removed(entries, index))
+
+
+_BRANCHES: dict[str, Callable[[State, Action], State]] = {
+    "automation/createRequested": lambda s, a: s,
+    "automation/updateRequested": lambda s, a: s,
+    "automation/set": lambda s, a: assoc(
+        s, "entries", upsert_by(as_list(s.get("entries")), "resource", a.get("automation"))
+    ),
+    "automation/removed": _removed,
+}
+
+ACTION_TYPES = frozenset(_BRANCHES)
+
+
+def reduce(state: State, action: Action) -> Any:
+    """Apply one automation action; an unknown or no-op action returns *state* itself."""
+    branch = _BRANCHES.get(str(action.get("type")))
+    if branch is None:
+        return state
+    return keep_if_same(state, branch(state, action))
