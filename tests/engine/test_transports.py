@@ -84,10 +84,9 @@ async def test_the_upgrade_needs_the_token(ahp_host):
 @pytest.mark.parametrize("compression", [True, False])
 async def test_compression_is_configurable(ahp_host, compression):
     settings = HostSettings(sessions="memory", port=0, compression=compression)
-    async with ahp_host(no_plugins=True, settings=settings) as running:
-        async with connect(running.url) as ws:
-            extensions = ws.response.headers.get("Sec-WebSocket-Extensions", "")
-            assert ("permessage-deflate" in extensions) is compression
+    async with ahp_host(no_plugins=True, settings=settings) as running, connect(running.url) as ws:
+        extensions = ws.response.headers.get("Sec-WebSocket-Extensions", "")
+        assert ("permessage-deflate" in extensions) is compression
 
 
 async def test_a_frame_over_the_limit_closes_the_connection(ahp_host):
