@@ -86,10 +86,12 @@ class Host:
             if value is not None:
                 self.ports[port] = value
         self.session_store = await resolve(hook.ahp_session_store(host=self))
-        for result in hook.ahp_backends(host=self, register=self._register_backend_from_hook()):
-            await resolve(result)
-        for result in hook.ahp_rpc_methods(host=self, register=self._register_method_from_hook()):
-            await resolve(result)
+        for impl in hook.ahp_backends.get_hookimpls():
+            register_backend = self._backend_registrar(impl.plugin_name)
+            await resolve(impl.function(host=self, register=register_backend))
+        for impl in hook.ahp_rpc_methods.get_hookimpls():
+            register_method = self._method_registrar(impl.plugin_name)
+            await resolve(impl.function(host=self, register=register_method))
         if self.backends:
             agents = [agent for backend in self.backends.values() for agent in backend.agents()]
             self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
@@ -132,10 +134,9 @@ class Host:
             },
         }
 
-    def _register_backend_from_hook(self) -> Callable[[Backend], None]:
+    def _backend_registrar(self, owner: str) -> Callable[[Backend], None]:
         def register(backend: Backend) -> None:
             provider = backend.provider
-            owner = _caller_plugin(self.plugins, backend)
             if provider in self.backends:
                 raise PluginError(
                     f"provider {provider!r} is claimed by both {self._backend_owner[provider]!r} "
@@ -146,11 +147,12 @@ class Host:
 
         return register
 
-    def _register_method_from_hook(self) -> Callable[[str, RpcHandler], None]:
+    def _method_registrar(self, owner: str) -> Callable[[str, RpcHandler], None]:
         def register(method: str, handler: RpcHandler) -> None:
             if method in COMMANDS:
-                raise PluginError(f"{method!r} is a protocol method; a plugin cannot replace it")
-            owner = _caller_plugin(self.plugins, handler)
+                raise PluginError(
+                    f"{method!r} is a protocol method; plugin {owner!r} cannot replace it"
+                )
             try:
                 self.router.add(method, lambda client, params: handler(client, params), owner=owner)
             except ValueError as exc:
@@ -203,12 +205,3 @@ class Host:
         store = self.session_store
         if store is not None and hasattr(store, "close"):
             store.close()
-
-
-def _caller_plugin(plugins: PluginManager, obj: object) -> str:
-    module = getattr(obj, "__module__", None) or type(obj).__module__
-    for info in plugins.plugins():
-        plugin = plugins.get(info.name)
-        if plugin is not None and getattr(plugin, "__name__", None) == module:
-            return info.name
-    return module or "unknown"
