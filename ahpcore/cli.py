@@ -132,10 +132,16 @@ def serve(
 
 
 async def _serve(host: Host, token: str | None, stdio: bool, socket: Path | None) -> None:
+    async with host:
+        await _serve_transports(host, token, stdio, socket)
+
+
+async def _serve_transports(
+    host: Host, token: str | None, stdio: bool, socket: Path | None
+) -> None:
     from ahpcore.transports import stdio as stdio_transport
     from ahpcore.transports.websocket import start_unix_server, start_websocket_server
 
-    await host.start()
     for failure in host.plugins.failures:
         typer.echo(f"ahp: plugin {failure.name} left out: {failure.error}", err=True)
     settings = host.settings
@@ -189,7 +195,6 @@ async def _serve(host: Host, token: str | None, stdio: bool, socket: Path | None
             for server in servers:
                 server.close()
                 await server.wait_closed()
-            await host.aclose()
         typer.echo("ahp stopped", err=True)
 
 

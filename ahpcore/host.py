@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import platform
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.abc
 import platformdirs
 
 from ahpcore import __version__
@@ -64,7 +66,11 @@ class Host:
         self.router = Router()
         self.engine: Engine | None = None
         self.session_store: Any = None
+        #: The session manager, when at least one backend is registered.
+        self.sessions: Any = None
         self._started = False
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._close_hooks: list[Callable[[], Any]] = []
 
     # -- startup -------------------------------------------------------------------
     async def start(self) -> Host:
@@ -93,10 +99,41 @@ class Host:
             register_method = self._method_registrar(impl.plugin_name)
             await resolve(impl.function(host=self, register=register_method))
         if self.backends:
+            from ahpcore.sessions.manager import SessionManager
+
             agents = [agent for backend in self.backends.values() for agent in backend.agents()]
             self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
+            self.sessions = SessionManager(self)
         self._started = True
         return self
+
+    async def __aenter__(self) -> Host:
+        await self.start()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        tasks, self._tasks = self._tasks, None
+        try:
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(None, None, None)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
+
+    def on_close(self, hook: Callable[[], Any]) -> None:
+        """Run ``hook`` (sync or async) when the host shuts down."""
+        self._close_hooks.append(hook)
+
+    def spawn(
+        self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
+    ) -> None:
+        """Run background work for as long as the host runs (``async with host``)."""
+        if self._tasks is None:
+            raise RuntimeError("the host is not running: use 'async with host'")
+        self._tasks.start_soon(function, *args, name=name)
 
     @property
     def engine_or_fail(self) -> Engine:
@@ -202,6 +239,9 @@ class Host:
             log.info("client %s disconnected (%s)", client.label, peer.close_reason)
 
     async def aclose(self) -> None:
+        for hook in self._close_hooks:
+            await resolve(hook())
+        self._close_hooks.clear()
         store = self.session_store
         if store is not None and hasattr(store, "close"):
             store.close()

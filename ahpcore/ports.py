@@ -11,26 +11,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from ahpcore.sessions.contract import Backend
+
+__all__ = [
+    "AutomationStore",
+    "Backend",
+    "ChangesPort",
+    "ResourcesPort",
+    "RpcHandler",
+    "SessionStore",
+    "TerminalsPort",
+    "UsersDirectory",
+    "WorktreesPort",
+]
+
 JSON = Any
 #: An extra JSON-RPC method: ``handler(connection, params)`` -> result (or awaitable).
 RpcHandler = Callable[[Any, Mapping[str, Any] | None], Any | Awaitable[Any]]
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """An agent backend: one provider name, one or more agents.
-
-    The full turn-writer contract (how a backend reports what its agent did)
-    lives in ``ahpcore.sessions``; this is the part the host needs to list and
-    route to a backend.
-    """
-
-    #: The provider name sessions are created under (``<provider>:/<id>``).
-    provider: str
-
-    def agents(self) -> Sequence[Mapping[str, JSON]]:
-        """``AgentInfo`` dicts for the root channel's ``agents``."""
-        ...
 
 
 @runtime_checkable

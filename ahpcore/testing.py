@@ -285,7 +285,6 @@ async def running_host(
     state_dir: Path | None = None,
 ) -> AsyncIterator[RunningHost]:
     """A started host with exactly ``plugins`` (no entry points), serving 127.0.0.1."""
-    from ahpcore.transports.websocket import start_websocket_server
 
     settings = settings or HostSettings(sessions="memory", port=0)
     if state_dir is not None:
@@ -294,7 +293,16 @@ async def running_host(
         plugins=plugins, entry_points=False, selection=Selection(protocol_only=no_plugins)
     )
     host = Host(manager, settings)
-    await host.start()
+    async with host, _served(host, settings, token) as running:
+        yield running
+
+
+@asynccontextmanager
+async def _served(
+    host: Host, settings: HostSettings, token: str | None
+) -> AsyncIterator[RunningHost]:
+    from ahpcore.transports.websocket import start_websocket_server
+
     server = await start_websocket_server(
         host.serve_connection,
         host="127.0.0.1",
@@ -315,7 +323,6 @@ async def running_host(
     finally:
         server.close()
         await server.wait_closed()
-        await host.aclose()
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ahpcore import reducers
@@ -48,6 +48,12 @@ class Dispatch:
     channel: Channel
     action: dict[str, Any]
     client_seq: int
+    #: Work to do once the action has been applied and sent (it follows the action).
+    after: list[Callable[[], Any]] = field(default_factory=list)
+
+    @property
+    def origin(self) -> dict[str, Any]:
+        return {"clientId": self.client.client_id or "", "clientSeq": self.client_seq}
 
 
 #: Called before a client's action is reduced. Returns the action to apply (the same
@@ -55,6 +61,8 @@ class Dispatch:
 #: raises Refused to refuse it.
 ActionHandler = Callable[[Dispatch], Awaitable[dict[str, Any] | None]]
 ClientListener = Callable[[Client, str], Any]
+#: Told of every real change after it went out: (channel, action, state before).
+ChangeListener = Callable[[Channel, dict[str, Any], dict[str, Any]], None]
 
 
 def _envelope_frame(envelope: dict[str, Any]) -> str:
@@ -82,6 +90,7 @@ class Engine:
         self._action_handlers: dict[str, ActionHandler] = {}
         self._unsubscribe_listeners: list[ClientListener] = []
         self._disconnect_listeners: list[Callable[[Client], Any]] = []
+        self._change_listeners: list[ChangeListener] = []
         self.add_channel(ROOT_CHANNEL, "root", root_state)
 
     # -- channels ---------------------------------------------------------------
@@ -174,7 +183,13 @@ class Engine:
             if spelling not in frames:
                 frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
             client.deliver(uri, frames[spelling])
+        for listener in self._change_listeners:
+            listener(channel, action, before)
         return envelope
+
+    def on_change(self, listener: ChangeListener) -> None:
+        """Be told of every real change, after it was sent (listeners may apply more)."""
+        self._change_listeners.append(listener)
 
     def answer_sender(
         self,
@@ -247,12 +262,14 @@ class Engine:
                 f"{action_type} is a {kind} action; {spelling} is a {channel.kind} channel"
             )
         handler = self._action_handlers.get(action_type)
+        dispatch = Dispatch(self, client, channel, action, seq)
         if handler is not None:
             try:
-                rewritten = await handler(Dispatch(self, client, channel, action, seq))
+                rewritten = await handler(dispatch)
             except Refused as refusal:
                 return refuse(refusal.reason)
             if rewritten is None:
+                self._run_after(dispatch)
                 return None
             action = rewritten
         envelope = self.apply(channel.uri, action, origin)
@@ -261,7 +278,16 @@ class Engine:
         elif client not in channel.subscribers:
             # The sender is owed an answer to its clientSeq even when not watching.
             client.peer.send_text(_envelope_frame(self.spell(channel, envelope, spelling)))
+        self._run_after(dispatch)
         return None
+
+    @staticmethod
+    def _run_after(dispatch: Dispatch) -> None:
+        for step in dispatch.after:
+            try:
+                step()
+            except Exception:
+                log.exception("follow-up of %s failed", dispatch.action.get("type"))
 
     # -- clients -------------------------------------------------------------------
     def connect(self, client: Client) -> None:

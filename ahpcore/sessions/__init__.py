@@ -1,0 +1,29 @@
+"""Sessions, chats and turns: the backend-neutral heart of the host.
+
+Backends talk to the core only through ``ahpcore.sessions.contract``; the core
+alone turns what they report into protocol actions.
+"""
+
+from ahpcore.sessions.contract import (
+    Abilities,
+    Agent,
+    Approval,
+    Backend,
+    CatalogueRow,
+    ChatStart,
+    InputAnswer,
+    TurnInput,
+    TurnReporter,
+)
+
+__all__ = [
+    "Abilities",
+    "Agent",
+    "Approval",
+    "Backend",
+    "CatalogueRow",
+    "ChatStart",
+    "InputAnswer",
+    "TurnInput",
+    "TurnReporter",
+]

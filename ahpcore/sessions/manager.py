@@ -1,0 +1,960 @@
+"""The session manager: the session and chat commands, the client actions that need more
+than a reducer, and everything a backend reports.
+
+It holds the live sessions; a session's record in the store keeps what the host
+adds on top of a backend (read and archived bits, titles, config, chat order,
+drafts), keyed by the session's id so every spelling of its URI finds it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ahpcore.engine.channels import Channel
+from ahpcore.engine.clients import Client
+from ahpcore.engine.core import Dispatch, Engine, Refused
+from ahpcore.protocol import uris
+from ahpcore.protocol.errors import (
+    INVALID_PARAMS,
+    PROVIDER_NOT_FOUND,
+    SESSION_ALREADY_EXISTS,
+    SESSION_NOT_FOUND,
+    ProtocolError,
+)
+from ahpcore.sessions import state as states
+from ahpcore.sessions.catalogue import Cursors, page
+from ahpcore.sessions.contract import (
+    Approval,
+    Backend,
+    CatalogueRow,
+    ChatStart,
+    InputAnswer,
+    TurnInput,
+)
+from ahpcore.sessions.live import ChatAsker, LiveChat, LiveSession
+from ahpcore.sessions.transcript import Rebuilder
+from ahpcore.sessions.turns import TurnRecorder
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+
+log = logging.getLogger(__name__)
+
+#: Turns a chat snapshot carries; older ones arrive through fetchTurns.
+TURN_WINDOW = 50
+TITLE_LENGTH = 80
+
+
+class SessionManager:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.engine: Engine = host.engine_or_fail
+        self.backends: dict[str, Backend] = dict(host.backends)
+        self.store = host.session_store
+        self.sessions: dict[str, LiveSession] = {}
+        self.cursors = Cursors()
+        self._install()
+
+    # -- wiring ----------------------------------------------------------------
+    def _install(self) -> None:
+        router = self.host.router
+        commands: dict[str, Callable[..., Any]] = {
+            "createSession": self.create_session,
+            "disposeSession": self.dispose_session,
+            "createChat": self.create_chat,
+            "disposeChat": self.dispose_chat,
+            "fetchTurns": self.fetch_turns,
+        }
+        for method, handler in commands.items():
+            router.add(method, handler)
+        router.routes.pop("listSessions", None)
+        router.add("listSessions", self.list_sessions)
+        engine = self.engine
+        engine.add_resolver(self._resolve)
+        engine.add_opener(self._open)
+        engine.on_change(self._changed)
+        engine.on_unsubscribe(self._unsubscribed)
+        engine.on_disconnect(self._disconnected)
+        actions: dict[str, Callable[[Dispatch], Awaitable[dict[str, Any] | None]]] = {
+            "chat/turnStarted": self._turn_started,
+            "chat/turnCancelled": self._turn_cancelled,
+            "chat/toolCallConfirmed": self._tool_confirmed,
+            "chat/toolCallComplete": self._client_tool_complete,
+            "chat/toolCallResultConfirmed": self._result_confirmed,
+            "chat/inputCompleted": self._input_completed,
+            "chat/pendingMessageSet": self._pending_set,
+            "chat/truncated": self._truncated,
+            "chat/turnResume": self._turn_resume,
+            "chat/isArchivedChanged": self._chat_archived,
+            "session/titleChanged": self._title_changed,
+            "session/activeClientSet": self._active_client_set,
+        }
+        for action_type, action_handler in actions.items():
+            engine.on_action(action_type, action_handler)
+        for action_type in (
+            "chat/draftChanged",
+            "chat/isReadChanged",
+            "session/isReadChanged",
+            "session/isArchivedChanged",
+        ):
+            engine.on_action(action_type, self._remember)
+
+    def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
+        return self.engine.apply(uri, action)
+
+    # -- finding sessions and chats ---------------------------------------------
+    def _session_by_uri(self, uri: str) -> LiveSession | None:
+        try:
+            return self.sessions.get(uris.session_id_of(uri))
+        except ValueError:
+            return None
+
+    def _chat_by_uri(self, uri: str) -> LiveChat | None:
+        for session in self.sessions.values():
+            chat = session.chats.get(uri)
+            if chat is not None:
+                return chat
+        return None
+
+    def _resolve(self, uri: str) -> str | None:
+        """Every spelling of a session or its default chat -> the URI the host holds it under."""
+        session = self._session_by_uri(uri)
+        if session is not None:
+            return session.uri
+        encoded = uris.session_of_default_chat(uri)
+        if encoded is not None:
+            session = self._session_by_uri(encoded)
+            return session.state.get("defaultChat") if session else None
+        if uris.is_chat_uri(uri) and not uri.startswith("ahp-chat://"):
+            session = self.sessions.get(uri.split(":", 1)[1].lstrip("/"))
+            return session.state.get("defaultChat") if session else None
+        return None
+
+    async def _open(self, uri: str) -> Channel | None:
+        """Reopen a past session a backend lists, when a client names it."""
+        try:
+            session_id = uris.session_id_of(uri)
+        except ValueError:
+            encoded = uris.session_of_default_chat(uri)
+            if encoded is None:
+                return None
+            session = await self._reopen(uris.session_id_of(encoded), encoded)
+            return session.chats[session.state["defaultChat"]].channel if session else None
+        session = await self._reopen(session_id, uri)
+        return session.channel if session else None
+
+    # -- the catalogue -----------------------------------------------------------
+    async def _catalogue(self) -> dict[str, tuple[Backend, CatalogueRow]]:
+        found: dict[str, tuple[Backend, CatalogueRow]] = {}
+        for backend in self.backends.values():
+            if not backend.abilities.list_sessions:
+                continue
+            try:
+                rows = await backend.catalogue()
+            except Exception:
+                log.exception("the %s backend could not list its sessions", backend.provider)
+                continue
+            for row in rows:
+                found.setdefault(row.session_id, (backend, row))
+        return found
+
+    async def _record(self, session_id: str) -> dict[str, Any]:
+        if self.store is None:
+            return {}
+        return dict(await self.store.get(session_id) or {})
+
+    async def _save(self, session: LiveSession) -> None:
+        if self.store is None:
+            return
+        state = session.state
+        record = {
+            "uri": session.uri,
+            "provider": session.provider,
+            "title": state.get("title", ""),
+            "createdAt": session.created_at,
+            "modifiedAt": session.modified_at,
+            "workingDirectories": list(session.working_directories),
+            "isRead": bool(state.get("status", 0) & states.STATUS_IS_READ),
+            "isArchived": bool(state.get("status", 0) & states.STATUS_IS_ARCHIVED),
+            "defaultChat": state.get("defaultChat"),
+            "config": state.get("config", {}).get("values", {}),
+            "chats": [
+                {
+                    "uri": chat.uri,
+                    "backendId": chat.backend_id,
+                    "title": chat.state.get("title", ""),
+                    "isRead": bool(chat.state.get("status", 0) & states.STATUS_IS_READ),
+                    "isArchived": bool(chat.state.get("status", 0) & states.STATUS_IS_ARCHIVED),
+                    **({"draft": chat.state["draft"]} if "draft" in chat.state else {}),
+                    **({"origin": chat.state["origin"]} if "origin" in chat.state else {}),
+                }
+                for chat in session.chats.values()
+            ],
+        }
+        await self.store.put(session.id, record)
+
+    def _save_soon(self, session: LiveSession) -> None:
+        if self.store is not None:
+            self.host.spawn(self._save, session)
+
+    async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        rows = [self._summary(session) for session in self.sessions.values()]
+        for session_id, (backend, row) in (await self._catalogue()).items():
+            if session_id in self.sessions:
+                continue
+            record = await self._record(session_id)
+            rows.append(self._row_summary(backend, row, record))
+        return page(rows, self.cursors, params.get("limit"), params.get("cursor"))
+
+    @staticmethod
+    def _row_summary(backend: Backend, row: CatalogueRow, record: dict[str, Any]) -> dict[str, Any]:
+        uri = record.get("uri") or uris.session_uri(backend.provider, row.session_id)
+        status = states.flags(
+            states.STATUS_IDLE,
+            is_read=record.get("isRead", True),
+            is_archived=record.get("isArchived", False),
+        )
+        summary: dict[str, Any] = {
+            "resource": uri,
+            "provider": backend.provider,
+            "title": record.get("title") or row.title,
+            "status": status,
+            "createdAt": row.created_at,
+            "modifiedAt": max(row.modified_at, record.get("modifiedAt", "")),
+        }
+        if row.working_directories:
+            summary["workingDirectories"] = list(row.working_directories)
+        return summary
+
+    def _summary(self, session: LiveSession) -> dict[str, Any]:
+        return states.session_summary(
+            session.uri,
+            session.state,
+            created_at=session.created_at,
+            modified_at=session.modified_at,
+        )
+
+    def _announce_count(self) -> None:
+        self.apply(
+            uris.ROOT_CHANNEL,
+            {"type": "root/activeSessionsChanged", "activeSessions": len(self.sessions)},
+        )
+
+    # -- creating and disposing sessions ----------------------------------------
+    def _backend_for(self, provider: Any) -> Backend:
+        if provider is None:
+            if len(self.backends) == 1:
+                return next(iter(self.backends.values()))
+            offered = ", ".join(sorted(self.backends)) or "none"
+            raise ProtocolError(
+                INVALID_PARAMS, f"params.provider: name a provider (this host serves: {offered})"
+            )
+        backend = self.backends.get(provider)
+        if backend is None:
+            offered = ", ".join(sorted(self.backends)) or "none"
+            raise ProtocolError(
+                PROVIDER_NOT_FOUND, f"no provider {provider!r} on this host (it serves: {offered})"
+            )
+        return backend
+
+    async def create_session(self, client: Client, params: dict[str, Any]) -> None:
+        uri = params["channel"]
+        try:
+            session_id = uris.session_id_of(uri)
+        except ValueError as exc:
+            raise ProtocolError(INVALID_PARAMS, f"params.channel: {exc}") from None
+        if session_id in self.sessions:
+            raise ProtocolError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
+        backend = self._backend_for(params.get("provider"))
+        token = params.get("progressToken")
+        if isinstance(token, str):
+            self.engine.progress(client, token, 0, 2, f"starting the {backend.provider} agent")
+        now = states.now_iso()
+        directories = tuple(params.get("workingDirectories") or ())
+        config = dict(params.get("config") or {})
+        session = self._build(
+            session_id, uri, backend, now, now, directories, config, lifecycle="creating"
+        )
+        chat = session.chats[session.state["defaultChat"]]
+        try:
+            await self._start_agent(chat, tokens=self._tokens(client))
+        except Exception as exc:
+            self._forget(session)
+            raise ProtocolError(
+                INVALID_PARAMS if isinstance(exc, ValueError) else -32603,
+                f"the {backend.provider} backend could not start the session: {exc}",
+            ) from None
+        self.apply(session.uri, {"type": "session/ready"})
+        active = params.get("activeClient")
+        if isinstance(active, dict) and client.client_id:
+            self.apply(
+                session.uri,
+                {
+                    "type": "session/activeClientSet",
+                    "activeClient": {**active, "clientId": client.client_id},
+                },
+            )
+        await self._save(session)
+        session.last_summary = self._summary(session)
+        self.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})
+        self._announce_count()
+        if isinstance(token, str):
+            self.engine.progress(client, token, 2, 2, "ready")
+
+    def _build(
+        self,
+        session_id: str,
+        uri: str,
+        backend: Backend,
+        created_at: str,
+        modified_at: str,
+        directories: tuple[str, ...],
+        config: dict[str, Any],
+        *,
+        lifecycle: str = "ready",
+        record: dict[str, Any] | None = None,
+    ) -> LiveSession:
+        record = record or {}
+        default = uris.default_chat_uri(uri)
+        chat_state = states.new_chat_state(
+            default,
+            modified_at=modified_at,
+            working_directories=directories,
+            movable=False,
+            is_read=record.get("isRead", True),
+        )
+        session_state = states.new_session_state(
+            provider=backend.provider,
+            title=record.get("title", ""),
+            chats=[chat_state],
+            default_chat=default,
+            working_directories=directories,
+            config={"schema": {"type": "object", "properties": {}}, "values": config},
+            is_read=record.get("isRead", True),
+            is_archived=record.get("isArchived", False),
+            lifecycle=lifecycle,
+        )
+        session = LiveSession(
+            id=session_id,
+            uri=uri,
+            provider=backend.provider,
+            backend=backend,
+            channel=self.engine.add_channel(uri, "session", session_state),
+            created_at=created_at,
+            modified_at=modified_at,
+            working_directories=directories,
+        )
+        chat = LiveChat(
+            default, session, session_id, self.engine.add_channel(default, "chat", chat_state)
+        )
+        session.chats[default] = chat
+        self.sessions[session_id] = session
+        return session
+
+    def _forget(self, session: LiveSession) -> None:
+        for chat in session.chats.values():
+            self.engine.remove_channel(chat.uri)
+        self.engine.remove_channel(session.uri)
+        self.sessions.pop(session.id, None)
+
+    async def _reopen(self, session_id: str, spelling: str) -> LiveSession | None:
+        """A past session, rebuilt from its backend's transcript and this host's record."""
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        catalogue = await self._catalogue()
+        if session_id not in catalogue or session_id in self.sessions:
+            return self.sessions.get(session_id)
+        backend, row = catalogue[session_id]
+        record = await self._record(session_id)
+        uri = record.get("uri") or uris.session_uri(backend.provider, session_id)
+        session = self._build(
+            session_id,
+            uri,
+            backend,
+            row.created_at,
+            max(row.modified_at, record.get("modifiedAt", "")),
+            tuple(row.working_directories),
+            dict(record.get("config") or {}),
+            record=record,
+        )
+        chat = session.chats[session.state["defaultChat"]]
+        chat.existing = True
+        await self._rebuild(chat)
+        for stored in record.get("chats", []):
+            if stored.get("uri") == chat.uri and "draft" in stored:
+                chat.channel.state = {**chat.state, "draft": stored["draft"]}
+        session.last_summary = self._summary(session)
+        self._announce_count()
+        return session
+
+    async def _rebuild(self, chat: LiveChat) -> None:
+        rebuilder = Rebuilder(chat.uri, chat.state)
+        await chat.session.backend.read_transcript(chat.backend_id, rebuilder)
+        turns = rebuilder.state.get("turns", [])
+        chat.older_turns = list(turns[:-TURN_WINDOW]) if len(turns) > TURN_WINDOW else []
+        rebuilt = {**rebuilder.state, "turns": list(turns[-TURN_WINDOW:])}
+        if chat.older_turns:
+            rebuilt["turnsNextCursor"] = str(len(chat.older_turns))
+        chat.channel.state = rebuilt
+        self._sync_row(chat)
+
+    async def dispose_session(self, client: Client, params: dict[str, Any]) -> None:
+        uri = params["channel"]
+        session = self._session_by_uri(uri)
+        if session is None:
+            session = await self._reopen_for(uri)
+        for chat in list(session.chats.values()):
+            await self._stop_chat(chat)
+        backend = session.backend
+        if backend.abilities.delete:
+            for chat in session.chats.values():
+                try:
+                    await backend.delete(chat.backend_id)
+                except Exception:
+                    log.exception(
+                        "the %s backend could not delete %s", backend.provider, chat.backend_id
+                    )
+        else:
+            log.info("the %s backend keeps its own copy of %s", backend.provider, session.uri)
+        self._forget(session)
+        if self.store is not None:
+            await self.store.delete(session.id)
+        self.engine.notify_root("root/sessionRemoved", {"session": session.uri})
+        self._announce_count()
+
+    async def _reopen_for(self, uri: str) -> LiveSession:
+        try:
+            session_id = uris.session_id_of(uri)
+        except ValueError as exc:
+            raise ProtocolError(INVALID_PARAMS, f"params.channel: {exc}") from None
+        session = await self._reopen(session_id, uri)
+        if session is None:
+            raise ProtocolError(SESSION_NOT_FOUND, f"no session {uri} on this host")
+        return session
+
+    async def _stop_chat(self, chat: LiveChat) -> None:
+        if chat.turn_scope is not None:
+            chat.turn_scope.cancel()
+        for ask in list(chat.session.asks.values()):
+            if ask.chat is chat:
+                ask.settle(None)
+        agent, chat.agent = chat.agent, None
+        if agent is not None:
+            with anyio.CancelScope(shield=True):
+                try:
+                    await agent.close()
+                except Exception:
+                    log.exception("closing the agent of %s failed", chat.uri)
+
+    # -- chats --------------------------------------------------------------------
+    async def create_chat(self, client: Client, params: dict[str, Any]) -> None:
+        session = self._session_by_uri(params["channel"]) or await self._reopen_for(
+            params["channel"]
+        )
+        uri = params["chat"]
+        if self.engine.canonical(uri) in self.engine.channels:
+            raise ProtocolError(SESSION_ALREADY_EXISTS, f"chat {uri} already exists")
+        source = params.get("source")
+        origin: dict[str, Any] = {"kind": "user"}
+        turns: list[dict[str, Any]] = []
+        fork_from = side_of = None
+        backend = session.backend
+        if isinstance(source, dict):
+            source_chat = self._chat_by_uri(self.engine.canonical(source["chat"]))
+            if source_chat is None or source_chat.session is not session:
+                raise ProtocolError(
+                    INVALID_PARAMS, f"params.source.chat: no chat {source['chat']} in {session.uri}"
+                )
+            turn_id = source["turnId"]
+            history = source_chat.older_turns + source_chat.state.get("turns", [])
+            index = next((i for i, t in enumerate(history) if t.get("id") == turn_id), None)
+            if index is None:
+                raise ProtocolError(
+                    INVALID_PARAMS,
+                    f"params.source.turnId: {source_chat.uri} has no turn {turn_id!r}",
+                )
+            if source["kind"] == "fork":
+                if not backend.abilities.fork:
+                    raise ProtocolError(
+                        INVALID_PARAMS, f"the {backend.provider} backend cannot fork a chat"
+                    )
+                turns = history[: index + 1]
+                fork_from = (source_chat.backend_id, turn_id)
+            else:
+                if not backend.abilities.side_chat:
+                    raise ProtocolError(
+                        INVALID_PARAMS, f"the {backend.provider} backend cannot start a side chat"
+                    )
+                side_of = (source_chat.backend_id, turn_id)
+            origin = {"kind": source["kind"], "chat": source_chat.uri, "turnId": turn_id}
+        directories = tuple(params.get("workingDirectories") or session.working_directories)
+        outside = [d for d in directories if d not in session.working_directories]
+        if outside:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"params.workingDirectories: {outside[0]} is not one of the session's",
+            )
+        chat_state = states.new_chat_state(
+            uri,
+            modified_at=states.now_iso(),
+            origin=origin,
+            movable=backend.abilities.resume,
+            working_directories=directories,
+            turns=turns,
+        )
+        chat = LiveChat(
+            uri, session, str(uuid.uuid4()), self.engine.add_channel(uri, "chat", chat_state)
+        )
+        chat.fork_from, chat.side_of = fork_from, side_of
+        session.chats[uri] = chat
+        try:
+            await self._start_agent(chat, tokens=self._tokens(client))
+        except Exception as exc:
+            session.chats.pop(uri, None)
+            self.engine.remove_channel(uri)
+            raise ProtocolError(
+                -32603, f"the {backend.provider} backend could not start the chat: {exc}"
+            ) from None
+        self.apply(
+            session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)}
+        )
+        self._save_soon(session)
+        message = params.get("initialMessage")
+        if isinstance(message, dict):
+            turn_id = str(uuid.uuid4())
+            self.apply(
+                uri,
+                {
+                    "type": "chat/turnStarted",
+                    "turnId": turn_id,
+                    "startedAt": states.now_iso(),
+                    "message": message,
+                },
+            )
+            self.host.spawn(self._run_turn, chat, turn_id, message)
+
+    async def dispose_chat(self, client: Client, params: dict[str, Any]) -> None:
+        uri = self.engine.canonical(params["channel"])
+        chat = self._chat_by_uri(uri)
+        if chat is None:
+            raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
+        session = chat.session
+        if len(session.chats) == 1:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"{params['channel']} is the last chat of {session.uri}: dispose the session instead",
+            )
+        await self._stop_chat(chat)
+        if session.backend.abilities.delete and chat.uri != session.state.get("defaultChat"):
+            try:
+                await session.backend.delete(chat.backend_id)
+            except Exception:
+                log.exception(
+                    "the %s backend could not delete %s", session.provider, chat.backend_id
+                )
+        del session.chats[chat.uri]
+        self.engine.remove_channel(chat.uri)
+        self.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+        if session.state.get("defaultChat") == chat.uri:
+            successor = next(iter(session.chats))
+            self.apply(
+                session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor}
+            )
+        self._save_soon(session)
+
+    async def fetch_turns(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        channel = await self.engine.open_channel(params["channel"])
+        chat = self._chat_by_uri(channel.uri) if channel is not None else None
+        if chat is None:
+            raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
+        older = chat.older_turns
+        cursor = params.get("cursor")
+        end = len(older)
+        if cursor is not None:
+            if not (isinstance(cursor, str) and cursor.isdigit() and int(cursor) <= len(older)):
+                raise ProtocolError(
+                    INVALID_PARAMS, f"params.cursor: {cursor!r} was not issued by this host"
+                )
+            end = int(cursor)
+        start = max(0, end - TURN_WINDOW)
+        action: dict[str, Any] = {"type": "chat/turnsLoaded", "turns": older[start:end]}
+        if start > 0:
+            action["turnsNextCursor"] = str(start)
+        self.apply(chat.uri, action)
+        return {}
+
+    # -- agents and turns -------------------------------------------------------
+    def _tokens(self, client: Client) -> dict[str, str]:
+        return dict(client.data.get("tokens", {}))
+
+    async def _start_agent(self, chat: LiveChat, tokens: dict[str, str] | None = None) -> None:
+        async with chat.starting:
+            if chat.agent is not None:
+                return
+            session = chat.session
+            start = ChatStart(
+                session_id=session.id,
+                chat_uri=chat.uri,
+                backend_id=chat.backend_id,
+                working_directories=tuple(
+                    chat.state.get("workingDirectories") or session.working_directories
+                ),
+                config=dict(session.state.get("config", {}).get("values", {})),
+                resume=chat.existing,
+                fork_from=chat.fork_from,
+                side_of=chat.side_of,
+                tokens=tokens or {},
+                client_tools=self._client_tools(session),
+            )
+            chat.agent = await session.backend.start(start)
+            chat.existing = True
+
+    @staticmethod
+    def _client_tools(session: LiveSession) -> list[dict[str, Any]]:
+        tools = []
+        for active in session.state.get("activeClients", []):
+            for tool in active.get("tools", []):
+                tools.append({**tool, "name": f"{active['clientId']}__{tool['name']}"})
+        return tools
+
+    async def _run_turn(self, chat: LiveChat, turn_id: str, message: dict[str, Any]) -> None:
+        session = chat.session
+        if not session.state.get("title", "").strip():
+            first_line = message.get("text", "").strip().splitlines()
+            if first_line and first_line[0].strip():
+                self.apply(
+                    session.uri,
+                    {"type": "session/titleChanged", "title": first_line[0][:TITLE_LENGTH]},
+                )
+        recorder = TurnRecorder(
+            turn_id,
+            chat=lambda action: self._apply_if_live(chat, action),
+            session=lambda action: self._apply_if_live(chat, action, session.uri),
+            chat_uri=chat.uri,
+            asker=ChatAsker(self, chat),
+            tool_owner=session.tool_owner,
+        )
+        chat.turn_id, chat.turn_started = turn_id, time.monotonic()
+        failure: BaseException | None = None
+        with anyio.CancelScope() as scope:
+            chat.turn_scope = scope
+            try:
+                await self._start_agent(chat)
+                assert chat.agent is not None
+                config = dict(session.state.get("config", {}).get("values", {}))
+                await chat.agent.run_turn(TurnInput(turn_id, message, config), recorder)
+            except Exception as exc:
+                failure = exc
+                log.info("turn %s of %s failed: %r", turn_id, chat.uri, exc)
+        chat.turn_scope = None
+        chat.turn_id = None
+        duration = int((time.monotonic() - chat.turn_started) * 1000)
+        for ask_id, ask in list(session.asks.items()):
+            if ask.chat is chat:
+                ask.settle(None)
+                session.asks.pop(ask_id, None)
+        if chat.uri not in session.chats:
+            return
+        active = chat.state.get("activeTurn")
+        if active is not None and active.get("id") == turn_id:
+            if scope.cancelled_caught:
+                self.apply(
+                    chat.uri,
+                    {"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration},
+                )
+            elif failure is not None:
+                error = {
+                    "errorType": type(failure).__name__,
+                    "message": str(failure) or repr(failure),
+                }
+                self.apply(
+                    chat.uri,
+                    {
+                        "type": "chat/error",
+                        "turnId": turn_id,
+                        "duration": duration,
+                        "part": {"kind": "error", "error": error},
+                    },
+                )
+            else:
+                self.apply(
+                    chat.uri, {"type": "chat/turnComplete", "turnId": turn_id, "duration": duration}
+                )
+        if chat.state.get("activity"):
+            self.apply(chat.uri, {"type": "chat/activityChanged"})
+        session.modified_at = states.now_iso()
+        self._save_soon(session)
+        self._take_next(chat)
+
+    def _apply_if_live(
+        self, chat: LiveChat, action: dict[str, Any], uri: str | None = None
+    ) -> None:
+        # A turn the client cancelled has already ended; what its agent says after is dropped.
+        active = chat.state.get("activeTurn")
+        if (
+            uri is None
+            and action.get("turnId") is not None
+            and (active is None or active.get("id") != action.get("turnId"))
+        ):
+            return
+        self.apply(uri or chat.uri, action)
+
+    def _take_next(self, chat: LiveChat) -> None:
+        """Start the next waiting message, steering first, then the queue in order."""
+        if chat.state.get("activeTurn") is not None or chat.uri not in chat.session.chats:
+            return
+        pending = chat.state.get("steeringMessage")
+        if pending is None:
+            queued = chat.state.get("queuedMessages") or []
+            pending = queued[0] if queued else None
+        if pending is None:
+            return
+        turn_id = str(uuid.uuid4())
+        self.apply(
+            chat.uri,
+            {
+                "type": "chat/turnStarted",
+                "turnId": turn_id,
+                "startedAt": states.now_iso(),
+                "message": pending["message"],
+                "queuedMessageId": pending["id"],
+            },
+        )
+        self.host.spawn(self._run_turn, chat, turn_id, pending["message"])
+
+    # -- client actions ---------------------------------------------------------
+    def _chat_of(self, dispatch: Dispatch) -> LiveChat:
+        chat = self._chat_by_uri(dispatch.channel.uri)
+        if chat is None:
+            raise Refused(f"{dispatch.channel.uri} is not a chat this host runs")
+        return chat
+
+    def _session_of(self, dispatch: Dispatch) -> LiveSession:
+        session = self._session_by_uri(dispatch.channel.uri)
+        if session is None:
+            raise Refused(f"{dispatch.channel.uri} is not a session this host runs")
+        return session
+
+    async def _turn_started(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self._chat_of(dispatch)
+        if chat.state.get("activeTurn") is not None:
+            raise Refused("a turn is already running in this chat: queue the message instead")
+        if chat.state.get("interactivity") in ("read-only", "hidden"):
+            raise Refused(f"{chat.uri} is read-only")
+        action = dispatch.action
+        self.host.spawn(self._run_turn, chat, action["turnId"], action["message"])
+        return action
+
+    async def _turn_cancelled(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self._chat_of(dispatch)
+        action = dispatch.action
+        active = chat.state.get("activeTurn")
+        if active is None or active.get("id") != action["turnId"] or chat.turn_scope is None:
+            return action  # stops nothing, so changes nothing: answered to its sender alone
+        chat.turn_scope.cancel()
+        duration = int((time.monotonic() - chat.turn_started) * 1000)
+        return {**action, "duration": duration}
+
+    def _ask(self, dispatch: Dispatch, ask_id: str, kind: str) -> Any:
+        session = self._chat_of(dispatch).session
+        ask = session.asks.get(ask_id)
+        return ask if ask is not None and ask.kind == kind else None
+
+    async def _tool_confirmed(self, dispatch: Dispatch) -> dict[str, Any]:
+        action = dispatch.action
+        ask = self._ask(dispatch, action["toolCallId"], "toolConfirmation")
+        if ask is not None:
+            approved = action.get("approved") is True
+            suggestion = action.get("userSuggestion")
+            dispatch.after.append(
+                lambda: ask.settle(
+                    Approval(
+                        approved=approved,
+                        edited_input=action.get("editedToolInput"),
+                        reason=action.get("reason"),
+                        suggestion=suggestion.get("text") if isinstance(suggestion, dict) else None,
+                    )
+                )
+            )
+        return action
+
+    async def _client_tool_complete(self, dispatch: Dispatch) -> dict[str, Any]:
+        action = dispatch.action
+        ask = self._ask(dispatch, action["toolCallId"], "toolClientExecution")
+        if ask is None:
+            raise Refused(f"no client tool call {action['toolCallId']} is waiting for a result")
+        if ask.client_id != dispatch.client.client_id:
+            raise Refused(
+                f"only client {ask.client_id}, which runs tool call {action['toolCallId']}, may complete it"
+            )
+        dispatch.after.append(lambda: ask.settle(dict(action["result"])))
+        return action
+
+    async def _result_confirmed(self, dispatch: Dispatch) -> None:
+        raise Refused(
+            "this host never completes a tool call with requiresResultConfirmation, "
+            "so there is no result to confirm"
+        )
+
+    async def _input_completed(self, dispatch: Dispatch) -> dict[str, Any]:
+        action = dispatch.action
+        ask = self._ask(dispatch, action["requestId"], "chatInput")
+        if ask is not None:
+            synced = {}
+            for entry in self._chat_of(dispatch).session.state.get("inputNeeded", []):
+                if entry.get("id") == action["requestId"]:
+                    synced = entry.get("request", {}).get("answers", {})
+            answers = action.get("answers") or synced
+            dispatch.after.append(lambda: ask.settle(InputAnswer(action["response"], answers)))
+        return action
+
+    async def _pending_set(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self._chat_of(dispatch)
+        dispatch.after.append(lambda: self._take_next(chat))
+        return dispatch.action
+
+    async def _truncated(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self._chat_of(dispatch)
+        backend = chat.session.backend
+        if not backend.abilities.truncate:
+            raise Refused(f"the {backend.provider} backend cannot truncate a conversation")
+        if chat.state.get("activeTurn") is not None:
+            raise Refused("a turn is running: cancel it before truncating")
+        turn_id = dispatch.action.get("turnId")
+        known = [turn.get("id") for turn in chat.older_turns + chat.state.get("turns", [])]
+        if turn_id is not None and turn_id not in known:
+            raise Refused(f"{chat.uri} has no turn {turn_id!r}")
+        await backend.truncate(chat.backend_id, turn_id)
+        if turn_id is None:
+            chat.older_turns = []
+        elif turn_id in [turn.get("id") for turn in chat.older_turns]:
+            keep = [turn.get("id") for turn in chat.older_turns].index(turn_id) + 1
+            chat.older_turns = chat.older_turns[:keep]
+        return dispatch.action
+
+    async def _turn_resume(self, dispatch: Dispatch) -> None:
+        backend = self._chat_of(dispatch).session.backend
+        raise Refused(f"chat/turnResume is not served for the {backend.provider} backend yet")
+
+    async def _chat_archived(self, dispatch: Dispatch) -> dict[str, Any] | None:
+        chat = self._chat_of(dispatch)
+        session = chat.session
+        if session.state.get("defaultChat") == chat.uri:
+            # Archiving the default chat is archiving the session.
+            archived = dispatch.action["isArchived"]
+            self.apply(session.uri, {"type": "session/isArchivedChanged", "isArchived": archived})
+            self._save_soon(session)
+            return None
+        dispatch.after.append(lambda: self._save_soon(session))
+        return dispatch.action
+
+    async def _title_changed(self, dispatch: Dispatch) -> dict[str, Any]:
+        title = dispatch.action.get("title", "")
+        if not isinstance(title, str) or not title.strip():
+            raise Refused("a session's title cannot be blank")
+        session = self._session_of(dispatch)
+        dispatch.after.append(lambda: self._save_soon(session))
+        return {**dispatch.action, "title": title.strip()}
+
+    async def _active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:
+        self._session_of(dispatch)
+        active = dict(dispatch.action["activeClient"])
+        # Announced under the id the client introduced itself with, not the payload's.
+        active["clientId"] = dispatch.client.client_id or active.get("clientId", "")
+        return {**dispatch.action, "activeClient": active}
+
+    async def _remember(self, dispatch: Dispatch) -> dict[str, Any]:
+        owner = self._session_by_uri(dispatch.channel.uri)
+        if owner is None:
+            chat = self._chat_by_uri(dispatch.channel.uri)
+            owner = chat.session if chat else None
+        if owner is not None:
+            session = owner
+            dispatch.after.append(lambda: self._save_soon(session))
+        return dispatch.action
+
+    # -- following changes ------------------------------------------------------
+    def _changed(self, channel: Channel, action: dict[str, Any], before: dict[str, Any]) -> None:
+        if channel.kind == "chat":
+            chat = self._chat_by_uri(channel.uri)
+            if chat is not None:
+                self._sync_row(chat)
+                self._sync_summary(chat.session)
+        elif channel.kind == "session":
+            session = self._session_by_uri(channel.uri)
+            if session is not None and session.channel is channel:
+                self._sync_summary(session)
+
+    def _sync_row(self, chat: LiveChat) -> None:
+        """session/chatUpdated, only when the row moved (title, status or activity)."""
+        session = chat.session
+        row = states.chat_row(chat.state)
+        held = next(
+            (r for r in session.state.get("chats", []) if r.get("resource") == chat.uri), None
+        )
+        if held is None:
+            return
+        changes = {
+            key: row.get(key)
+            for key in ("title", "status", "activity")
+            if row.get(key) != held.get(key) and row.get(key) is not None
+        }
+        if changes:
+            self.apply(
+                session.uri, {"type": "session/chatUpdated", "chat": chat.uri, "changes": changes}
+            )
+
+    def _sync_summary(self, session: LiveSession) -> None:
+        if session.last_summary is None:
+            return
+        summary = self._summary(session)
+        changes = states.summary_changes(session.last_summary, summary)
+        if changes:
+            session.last_summary = summary
+            self.engine.notify_root(
+                "root/sessionSummaryChanged", {"session": session.uri, "changes": changes}
+            )
+
+    # -- clients coming and going -------------------------------------------------
+    def _unsubscribed(self, client: Client, uri: str) -> None:
+        session = self._session_by_uri(uri)
+        if session is not None and session.channel.uri == uri:
+            self._drop_active_client(session, client)
+
+    def _disconnected(self, client: Client) -> None:
+        for session in self.sessions.values():
+            for ask in list(session.asks.values()):
+                if ask.kind == "toolClientExecution" and ask.client_id == client.client_id:
+                    ask.settle(
+                        {
+                            "success": False,
+                            "pastTenseMessage": "The client running this tool left",
+                            "error": {"message": f"client {client.client_id} disconnected"},
+                        }
+                    )
+            if session.channel.uri in client.subscriptions:
+                self._drop_active_client(session, client)
+
+    def _drop_active_client(self, session: LiveSession, client: Client) -> None:
+        """Removed unless another connection of the same client still watches the session."""
+        if client.client_id is None:
+            return
+        others = [
+            other
+            for other in session.channel.subscribers
+            if other is not client and other.client_id == client.client_id
+        ]
+        listed = any(
+            active.get("clientId") == client.client_id
+            for active in session.state.get("activeClients", [])
+        )
+        if listed and not others:
+            self.apply(
+                session.uri, {"type": "session/activeClientRemoved", "clientId": client.client_id}
+            )

@@ -1,0 +1,155 @@
+"""Building session and chat states, and the summaries that describe them.
+
+One function builds a chat's row for both the session state's ``chats`` and
+the root summary's ``chats``, so the two cannot disagree about which chats a
+session has or what they are doing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from ahpcore.reducers._helpers import (
+    STATUS_ACTIVITY_MASK,
+    STATUS_IDLE,
+    STATUS_IS_ARCHIVED,
+    STATUS_IS_READ,
+)
+
+State = dict[str, Any]
+#: The fields of a chat that make its row in a session's list.
+CHAT_ROW_FIELDS = (
+    "resource",
+    "title",
+    "status",
+    "activity",
+    "modifiedAt",
+    "origin",
+    "movable",
+    "interactivity",
+    "workingDirectories",
+)
+#: The fields of a chat row the root summary carries (SessionChatSummary).
+COMPACT_ROW_FIELDS = ("resource", "title", "origin", "interactivity", "status")
+#: Summary fields the protocol says never move (left out of a change).
+IDENTITY_FIELDS = ("resource", "provider", "createdAt")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def flags(status: int, *, is_read: bool, is_archived: bool) -> int:
+    status = status | STATUS_IS_READ if is_read else status & ~STATUS_IS_READ
+    return status | STATUS_IS_ARCHIVED if is_archived else status & ~STATUS_IS_ARCHIVED
+
+
+def new_chat_state(
+    uri: str,
+    *,
+    title: str = "",
+    modified_at: str,
+    origin: Mapping[str, Any] | None = None,
+    movable: bool | None = None,
+    working_directories: Iterable[str] = (),
+    turns: Iterable[Mapping[str, Any]] = (),
+    is_read: bool = True,
+    is_archived: bool = False,
+) -> State:
+    state: State = {
+        "resource": uri,
+        "title": title,
+        "status": flags(STATUS_IDLE, is_read=is_read, is_archived=is_archived),
+        "modifiedAt": modified_at,
+        "turns": [dict(turn) for turn in turns],
+    }
+    if origin is not None:
+        state["origin"] = dict(origin)
+    if movable is not None:
+        state["movable"] = movable
+    directories = list(working_directories)
+    if directories:
+        state["workingDirectories"] = directories
+    return state
+
+
+def chat_row(chat: Mapping[str, Any]) -> State:
+    """A chat's ``ChatSummary``: the row a session lists it by."""
+    return {key: chat[key] for key in CHAT_ROW_FIELDS if key in chat}
+
+
+def compact_row(row: Mapping[str, Any]) -> State:
+    """The ``SessionChatSummary`` a root summary carries for a chat row."""
+    return {key: row[key] for key in COMPACT_ROW_FIELDS if key in row}
+
+
+def new_session_state(
+    *,
+    provider: str,
+    title: str,
+    chats: Iterable[Mapping[str, Any]],
+    default_chat: str,
+    working_directories: Iterable[str] = (),
+    config: Mapping[str, Any] | None = None,
+    is_read: bool = True,
+    is_archived: bool = False,
+    lifecycle: str = "ready",
+) -> State:
+    state: State = {
+        "provider": provider,
+        "title": title,
+        "status": flags(STATUS_IDLE, is_read=is_read, is_archived=is_archived),
+        "lifecycle": lifecycle,
+        "activeClients": [],
+        "chats": [chat_row(chat) for chat in chats],
+        "defaultChat": default_chat,
+    }
+    directories = list(working_directories)
+    if directories:
+        state["workingDirectories"] = directories
+    if config is not None:
+        state["config"] = dict(config)
+    return state
+
+
+def session_summary(
+    uri: str, session: Mapping[str, Any], *, created_at: str, modified_at: str
+) -> State:
+    """A session's catalogue row (``SessionSummary``), built from its state.
+
+    Its status takes what the default chat is doing and the session's own
+    read and archived bits; its chats are the session's rows, compacted.
+    """
+    rows = list(session.get("chats", []))
+    default = next((row for row in rows if row.get("resource") == session.get("defaultChat")), None)
+    own = int(session.get("status", STATUS_IDLE))
+    activity_bits = int(default.get("status", STATUS_IDLE)) if default else STATUS_IDLE
+    status = (own & ~STATUS_ACTIVITY_MASK) | (activity_bits & STATUS_ACTIVITY_MASK)
+    summary: State = {
+        "resource": uri,
+        "provider": session["provider"],
+        "title": session.get("title", ""),
+        "status": status,
+        "createdAt": created_at,
+        "modifiedAt": max([modified_at, *(row.get("modifiedAt", "") for row in rows)]),
+        "chats": [compact_row(row) for row in rows],
+    }
+    if session.get("defaultChat"):
+        summary["defaultChat"] = session["defaultChat"]
+    if session.get("activity"):
+        summary["activity"] = session["activity"]
+    if session.get("workingDirectories"):
+        summary["workingDirectories"] = list(session["workingDirectories"])
+    return summary
+
+
+def summary_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> State:
+    """What moved between two summaries; identity fields left out, a cleared activity as None."""
+    changes: State = {}
+    for key in set(before) | set(after):
+        if key in IDENTITY_FIELDS or before.get(key) == after.get(key):
+            continue
+        changes[key] = after.get(key)
+    return changes

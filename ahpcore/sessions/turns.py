@@ -1,0 +1,231 @@
+"""Turning what a backend reports into chat actions: one builder for live and rebuilt turns.
+
+``TurnRecorder`` implements ``TurnReporter``. Every report becomes one or more
+``chat/*`` (and, for questions, ``session/*``) actions handed to a sink. A live
+turn's sink applies them through the engine; a rebuilt turn's sink folds
+them into a detached chat state with the same reducers. Questions wait on
+``Asker``, which only a live turn has.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ahpcore.sessions.contract import Approval, InputAnswer
+
+Action = dict[str, Any]
+Sink = Callable[[Action], None]
+
+
+class Asker(Protocol):
+    """What a live turn waits on: the manager resolves these from client actions."""
+
+    async def approval(self, turn_id: str, call_id: str) -> Approval: ...
+
+    async def answer(self, request: Mapping[str, Any]) -> InputAnswer: ...
+
+    async def client_tool(
+        self, turn_id: str, call_id: str, client_id: str
+    ) -> Mapping[str, Any]: ...
+
+
+class CannotAsk(RuntimeError):
+    """A rebuilt turn reported a question: history has no one to ask."""
+
+
+def _drop_none(**fields: Any) -> Action:
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+@dataclass
+class TurnRecorder:
+    """A ``TurnReporter`` for one turn of one chat."""
+
+    turn_id: str
+    chat: Sink
+    session: Sink
+    chat_uri: str
+    asker: Asker | None = None
+    #: Which client provides a tool named ``<clientId>__<name>``.
+    tool_owner: Callable[[str], str | None] = lambda name: None
+    _open: tuple[str, str] | None = None
+    _parts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _tools: dict[str, str] = field(default_factory=dict)
+
+    # -- text -------------------------------------------------------------------
+    def _stream(self, kind: str, action_type: str, delta: str) -> None:
+        if not delta:
+            return
+        if self._open is not None and self._open[0] == kind:
+            self.chat(
+                {
+                    "type": action_type,
+                    "turnId": self.turn_id,
+                    "partId": self._open[1],
+                    "content": delta,
+                }
+            )
+            return
+        part_id = f"{self.turn_id}.{next(self._parts)}"
+        self._open = (kind, part_id)
+        # A part exists before it streams: open it carrying the first text.
+        self.chat(
+            {
+                "type": "chat/responsePart",
+                "turnId": self.turn_id,
+                "part": {"kind": kind, "id": part_id, "content": delta},
+            }
+        )
+
+    def text(self, delta: str) -> None:
+        self._stream("markdown", "chat/delta", delta)
+
+    def reasoning(self, delta: str) -> None:
+        self._stream("reasoning", "chat/reasoning", delta)
+
+    # -- tools ------------------------------------------------------------------
+    def tool_start(
+        self,
+        call_id: str,
+        tool_name: str,
+        *,
+        display_name: str | None = None,
+        intention: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._open = None
+        self._tools[call_id] = tool_name
+        owner = self.tool_owner(tool_name)
+        action = _drop_none(
+            type="chat/toolCallStart",
+            turnId=self.turn_id,
+            toolCallId=call_id,
+            toolName=tool_name,
+            displayName=display_name or tool_name,
+            intention=intention,
+            contributor={"kind": "client", "clientId": owner} if owner else None,
+            _meta=dict(meta) if meta else None,
+        )
+        self.chat(action)
+
+    def tool_input(self, call_id: str, delta: str) -> None:
+        self.chat(
+            {
+                "type": "chat/toolCallDelta",
+                "turnId": self.turn_id,
+                "toolCallId": call_id,
+                "content": delta,
+            }
+        )
+
+    def _ready(
+        self, call_id: str, tool_input: str | None, invocation_message: str, **extra: Any
+    ) -> None:
+        self.chat(
+            _drop_none(
+                type="chat/toolCallReady",
+                turnId=self.turn_id,
+                toolCallId=call_id,
+                invocationMessage=invocation_message,
+                toolInput=tool_input,
+                **extra,
+            )
+        )
+
+    def tool_running(
+        self, call_id: str, *, tool_input: str | None, invocation_message: str
+    ) -> None:
+        # confirmed says nobody was asked; without it the call reads as a question.
+        self._ready(call_id, tool_input, invocation_message, confirmed="not-needed")
+
+    async def tool_approval(
+        self,
+        call_id: str,
+        *,
+        tool_input: str | None,
+        invocation_message: str,
+        title: str | None = None,
+    ) -> Approval:
+        if self.asker is None:
+            raise CannotAsk("a rebuilt turn cannot ask for approval")
+        self._ready(call_id, tool_input, invocation_message, confirmationTitle=title)
+        return await self.asker.approval(self.turn_id, call_id)
+
+    def tool_complete(
+        self,
+        call_id: str,
+        *,
+        success: bool,
+        past_tense_message: str,
+        content: Sequence[Mapping[str, Any]] | None = None,
+        error: str | None = None,
+    ) -> None:
+        result = _drop_none(
+            success=success,
+            pastTenseMessage=past_tense_message,
+            content=[dict(c) for c in content] if content is not None else None,
+            error={"message": error} if error is not None else None,
+        )
+        self.chat(
+            {
+                "type": "chat/toolCallComplete",
+                "turnId": self.turn_id,
+                "toolCallId": call_id,
+                "result": result,
+            }
+        )
+
+    async def client_tool(
+        self, call_id: str, tool_name: str, *, tool_input: str, invocation_message: str
+    ) -> Mapping[str, Any]:
+        if self.asker is None:
+            raise CannotAsk("a rebuilt turn cannot run a client's tool")
+        owner = self.tool_owner(tool_name)
+        if owner is None:
+            raise LookupError(f"no active client provides a tool named {tool_name!r}")
+        if call_id not in self._tools:
+            self.tool_start(call_id, tool_name)
+        self._ready(call_id, tool_input, invocation_message, confirmed="not-needed")
+        return await self.asker.client_tool(self.turn_id, call_id, owner)
+
+    # -- questions --------------------------------------------------------------
+    async def ask(
+        self, questions: Sequence[Mapping[str, Any]], *, message: str | None = None
+    ) -> InputAnswer:
+        if self.asker is None:
+            raise CannotAsk("a rebuilt turn cannot ask a question")
+        self._open = None
+        request = _drop_none(
+            id=f"{self.turn_id}.ask{next(self._parts)}",
+            message=message,
+            questions=[dict(q) for q in questions],
+        )
+        self.chat({"type": "chat/inputRequested", "request": request})
+        return await self.asker.answer(request)
+
+    # -- the rest ---------------------------------------------------------------
+    def usage(
+        self,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        model: str | None = None,
+        cache_read_tokens: int | None = None,
+    ) -> None:
+        usage = _drop_none(
+            inputTokens=input_tokens,
+            outputTokens=output_tokens,
+            model=model,
+            cacheReadTokens=cache_read_tokens,
+        )
+        self.chat({"type": "chat/usage", "turnId": self.turn_id, "usage": usage})
+
+    def title(self, title: str) -> None:
+        if title.strip():
+            self.session({"type": "session/titleChanged", "title": title.strip()})
+
+    def activity(self, activity: str | None) -> None:
+        self.chat(_drop_none(type="chat/activityChanged", activity=activity))
