@@ -92,6 +92,18 @@ def _add_discriminators(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
+#: Schema fixes, each with its reason. SessionStatus is declared as an enum of
+#: single flags, but on the wire it is a bitset (IsRead | InProgress = 40, and
+#: unknown high bits must survive), so it is typed as an integer.
+SCHEMA_FIXES: dict[str, dict[str, Any]] = {
+    "SessionStatus": {
+        "type": "integer",
+        "description": "Bitset of session status flags (Idle 1, Error 2, InProgress 8, "
+        "InputNeeded 24, IsRead 32, IsArchived 64); unknown bits are kept.",
+    },
+}
+
+
 def merged_schema(schema_dir: Path) -> dict[str, Any]:
     """All five files' ``$defs`` as one schema, the known generator quirks removed."""
     defs: dict[str, Any] = {}
@@ -105,6 +117,7 @@ def merged_schema(schema_dir: Path) -> dict[str, Any]:
                     "oneOf": [m for m in value["oneOf"] if m.get("$ref") != "#/$defs/"],
                 }
             defs.setdefault(key, value)
+    defs.update(SCHEMA_FIXES)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "AhpProtocol",

@@ -1181,11 +1181,11 @@ class PolicyState(RootModel[Literal["enabled", "disabled", "unconfigured"]]):
     ]
 
 
-class SessionStatus(RootModel[Literal[1, 2, 8, 24, 32, 64]]):
+class SessionStatus(RootModel[int]):
     root: Annotated[
-        Literal[1, 2, 8, 24, 32, 64],
+        int,
         Field(
-            description="Bitset of summary-level session status flags.\n\nUse bitwise checks instead of equality for non-terminal activity. For example,\n`status & SessionStatus.InProgress` matches both ordinary in-progress turns\nand turns that are paused waiting for input."
+            description="Bitset of session status flags (Idle 1, Error 2, InProgress 8, InputNeeded 24, IsRead 32, IsArchived 64); unknown bits are kept."
         ),
     ]
 

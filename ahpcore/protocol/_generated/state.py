@@ -531,7 +531,7 @@ ChannelRecoveryKind: TypeAlias = Literal["snapshot", "replay", "live"]
 PolicyState: TypeAlias = Literal["enabled", "disabled", "unconfigured"]
 
 
-SessionStatus: TypeAlias = Literal[1, 2, 8, 24, 32, 64]
+SessionStatus: TypeAlias = int
 
 
 SessionLifecycle: TypeAlias = Literal["creating", "ready", "failed"]
