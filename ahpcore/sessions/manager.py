@@ -27,7 +27,9 @@ from ahpcore.protocol.errors import (
     SESSION_NOT_FOUND,
     ProtocolError,
 )
+from ahpcore.sessions import composer
 from ahpcore.sessions import state as states
+from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import Cursors, page
 from ahpcore.sessions.contract import (
     Approval,
@@ -59,6 +61,7 @@ class SessionManager:
         self.store = host.session_store
         self.sessions: dict[str, LiveSession] = {}
         self.cursors = Cursors()
+        self.auth = Authenticator(self._protected_resources, host.spawn)
         self._install()
 
     # -- wiring ----------------------------------------------------------------
@@ -70,6 +73,10 @@ class SessionManager:
             "createChat": self.create_chat,
             "disposeChat": self.dispose_chat,
             "fetchTurns": self.fetch_turns,
+            "authenticate": self.auth.authenticate,
+            "completions": self.completions,
+            "resolveSessionConfig": self.resolve_session_config,
+            "sessionConfigCompletions": self.session_config_completions,
         }
         for method, handler in commands.items():
             router.add(method, handler)
@@ -589,9 +596,69 @@ class SessionManager:
         self.apply(chat.uri, action)
         return {}
 
+    # -- the composer ------------------------------------------------------------
+    async def completions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        channel = await self.engine.open_channel(params["channel"])
+        session = self._session_by_uri(channel.uri) if channel is not None else None
+        chat = self._chat_by_uri(channel.uri) if channel is not None else None
+        session = session or (chat.session if chat else None)
+        if session is None:
+            raise ProtocolError(
+                SESSION_NOT_FOUND, f"no session or chat {params['channel']} on this host"
+            )
+        start, word = composer.word_at(params["text"], params["offset"])
+        typing_in = chat.uri if chat else session.state.get("defaultChat", "")
+        if word.startswith("/") and not params["text"][:start].strip():
+            customizations = session.state.get("customizations") or [
+                c for agent in session.backend.agents() for c in agent.get("customizations") or []
+            ]
+            return {"items": composer.command_items(customizations, start, word)}
+        if word.startswith("#") and (
+            composer.CHAT_PREFIX.startswith(word) or word.startswith(composer.CHAT_PREFIX)
+        ):
+            chats = [c.state for c in session.chats.values()]
+            return {"items": composer.chat_items(chats, typing_in, start, word)}
+        return {"items": []}
+
+    def _config_properties(
+        self, backend: Backend, directory: Any, values: dict[str, Any]
+    ) -> dict[str, Any]:
+        describe = getattr(backend, "session_config", None)
+        return dict(describe(directory, values) or {}) if callable(describe) else {}
+
+    async def resolve_session_config(
+        self, client: Client, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        backend = self._backend_for(params.get("provider"))
+        answered = dict(params.get("config") or {})
+        properties = self._config_properties(backend, params.get("workingDirectory"), answered)
+        return composer.resolve_config(properties, answered)
+
+    async def session_config_completions(
+        self, client: Client, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        backend = self._backend_for(params.get("provider"))
+        complete = getattr(backend, "config_completions", None)
+        if not callable(complete):
+            return {"items": []}
+        items = complete(
+            params["property"], params.get("query", ""), dict(params.get("config") or {})
+        )
+        if hasattr(items, "__await__"):
+            items = await items
+        return {"items": [dict(item) for item in items or []]}
+
     # -- agents and turns -------------------------------------------------------
     def _tokens(self, client: Client) -> dict[str, str]:
-        return dict(client.data.get("tokens", {}))
+        return self.auth.tokens(client)
+
+    def _protected_resources(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for backend in self.backends.values():
+            for agent in backend.agents():
+                for resource in agent.get("protectedResources") or []:
+                    found.setdefault(resource["resource"], dict(resource))
+        return found
 
     async def _start_agent(self, chat: LiveChat, tokens: dict[str, str] | None = None) -> None:
         async with chat.starting:
