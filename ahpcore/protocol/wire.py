@@ -354,7 +354,10 @@ def _refuse_constant(name: str) -> Any:
 # * ``approved`` of the two chat/toolCallConfirmed shapes is the literal
 #   true / false the protocol's TypeScript declares (the schema says "any");
 # * SessionStatus, a bitset of flags, is never negative;
-# * sequence numbers are integers ("keep them integers on the wire").
+# * sequence numbers are integers ("keep them integers on the wire");
+# * one optional key may be null: ``activity`` in a root/sessionSummaryChanged
+#   partial, where null is how a cleared activity is said (a key left off a
+#   partial means "did not move"; the reference client reads null as cleared).
 
 _SEQ_FIELDS = frozenset(
     {"serverSeq", "clientSeq", "fromSeq", "lastSeenServerSeq", "lastAppliedServerSeq"}
@@ -446,8 +449,18 @@ def _ref_name(model: type[BaseModel]) -> str:
     return f"_rewritten_{model.__name__}"
 
 
+def _nullable_fields() -> frozenset[tuple[type[BaseModel], str]]:
+    changes = strict.SessionSummaryChangedParams.model_fields["changes"].annotation
+    return frozenset({(changes, "activity")}) if isinstance(changes, type) else frozenset()
+
+
+_NULLABLE = _nullable_fields()
+
+
 def _rewrite_field(model: type[BaseModel], name: str, info: FieldInfo) -> Any:
     annotation: Any = info.annotation
+    if (model, name) in _NULLABLE:
+        return annotation
     if not info.is_required() and info.default is None and _is_union(annotation):
         members = [arg for arg in get_args(annotation) if arg is not type(None)]
         if len(members) < len(get_args(annotation)):

@@ -27,7 +27,7 @@ def test_session_uri_round_trip():
 
 @pytest.mark.parametrize("bad", ["", "no-scheme", "claude:", "claude:/", "claude:/a/b", "ahp-root://"])
 def test_malformed_session_uris_are_refused_by_name(bad):
-    with pytest.raises(ValueError, match="session URI|channel"):
+    with pytest.raises(ValueError, match=r"session URI|channel"):
         uris.parse_session_uri(bad)
 
 

@@ -879,3 +879,15 @@ def test_reducer_fixture_drift_is_explained(reducer_fixtures: dict[str, Any]) ->
             else:
                 assert got == set(), (name, got)
     assert checked > 400
+
+
+def test_a_cleared_activity_may_be_null_in_a_summary_change_and_nowhere_else():
+    frame = {
+        "jsonrpc": "2.0",
+        "method": "root/sessionSummaryChanged",
+        "params": {"channel": "ahp-root://", "session": "x:/1", "changes": {"activity": None}},
+    }
+    assert validate_frame(frame, direction="server") == []
+    frame["params"]["changes"]["title"] = None
+    (issue,) = validate_frame(frame, direction="server")
+    assert (issue.kind, issue.path) == ("wrong_type", "$.params.changes.title")
