@@ -6,6 +6,7 @@ Knows method names only as strings; what they mean is the engine's business.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,6 +55,22 @@ def _depth_exceeds(text: str, limit: int) -> bool:
     return False
 
 
+#: Escapes that may spell half a surrogate pair (checked precisely only when present).
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        dumps(value).encode("utf-8")
+    except (UnicodeEncodeError, ValueError):
+        return False
+    return True
+
+
 def parse(text: str | bytes) -> Message:
     """Parse one frame. Raises ProtocolError -32700 (not JSON) or -32600 (not JSON-RPC).
 
@@ -68,9 +85,12 @@ def parse(text: str | bytes) -> Message:
     if _depth_exceeds(text, MAX_JSON_DEPTH):
         raise ProtocolError(PARSE_ERROR, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        raw = json.loads(text)
+        raw = json.loads(text, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
+    if _MAYBE_SURROGATE.search(text) and not _encodable(raw):
+        # JSON can escape half a UTF-16 pair; such a string cannot be text again.
+        raise ProtocolError(PARSE_ERROR, "frame holds an unpaired UTF-16 surrogate escape")
     if not isinstance(raw, dict):
         kind = "a batch" if isinstance(raw, list) else f"a {type(raw).__name__}"
         raise ProtocolError(INVALID_REQUEST, f"expected a JSON-RPC object, got {kind}")
