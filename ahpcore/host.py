@@ -54,6 +54,8 @@ class HostSettings:
     state_dir: Path = field(default_factory=default_state_dir)
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     compression: bool = True
+    #: How long a dropped client stays a session's active client, waiting to reconnect.
+    reconnect_grace: float = 30.0
 
 
 class Host:

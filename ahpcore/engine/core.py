@@ -91,6 +91,7 @@ class Engine:
         self._unsubscribe_listeners: list[ClientListener] = []
         self._disconnect_listeners: list[Callable[[Client], Any]] = []
         self._change_listeners: list[ChangeListener] = []
+        self._reconnect_listeners: list[Callable[[Client, list[str]], Any]] = []
         self.add_channel(ROOT_CHANNEL, "root", root_state)
 
     # -- channels ---------------------------------------------------------------
@@ -294,14 +295,26 @@ class Engine:
         self.clients.add(client)
 
     def disconnect(self, client: Client) -> None:
+        # Listeners are told first, while the client still says what it watched.
+        for listener in self._disconnect_listeners:
+            try:
+                listener(client)
+            except Exception:
+                log.exception("a disconnect listener failed for client %s", client.label)
         for uri in list(client.subscriptions):
             self._drop_subscription(client, uri)
         self.clients.discard(client)
-        for listener in self._disconnect_listeners:
-            listener(client)
 
     def on_disconnect(self, listener: Callable[[Client], Any]) -> None:
         self._disconnect_listeners.append(listener)
+
+    def on_reconnect(self, listener: Callable[[Client, list[str]], Any]) -> None:
+        """Be told when a client comes back, with the channels it resubscribed to."""
+        self._reconnect_listeners.append(listener)
+
+    def reconnected(self, client: Client, channels: list[str]) -> None:
+        for listener in self._reconnect_listeners:
+            listener(client, channels)
 
     def on_unsubscribe(self, listener: ClientListener) -> None:
         self._unsubscribe_listeners.append(listener)

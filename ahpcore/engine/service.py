@@ -118,8 +118,10 @@ class ProtocolService:
                 await engine.subscribe(client, spelling, hold=True)
                 held.append(uri)
             result = {"type": "replay", "actions": actions, "missing": missing}
+            engine.reconnected(client, held)
             return self._releasing(client, held, result)
         snapshots, held, _ = await self._subscribe_all(client, list(params["subscriptions"]))
+        engine.reconnected(client, held)
         return self._releasing(client, held, {"type": "snapshot", "snapshots": snapshots})
 
     async def dispatch_action(self, client: Client, params: Any) -> None:

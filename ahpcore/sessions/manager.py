@@ -88,6 +88,7 @@ class SessionManager:
         engine.on_change(self._changed)
         engine.on_unsubscribe(self._unsubscribed)
         engine.on_disconnect(self._disconnected)
+        engine.on_reconnect(self._reconnected)
         actions: dict[str, Callable[[Dispatch], Awaitable[dict[str, Any] | None]]] = {
             "chat/turnStarted": self._turn_started,
             "chat/turnCancelled": self._turn_cancelled,
@@ -1006,6 +1007,18 @@ class SessionManager:
                         }
                     )
             if session.channel.uri in client.subscriptions:
+                # A dropped client may be back in a moment; it stays listed until then.
+                self.host.spawn(self._drop_after_grace, session, client)
+
+    async def _drop_after_grace(self, session: LiveSession, client: Client) -> None:
+        await anyio.sleep(self.host.settings.reconnect_grace)
+        if self.sessions.get(session.id) is session:
+            self._drop_active_client(session, client)
+
+    def _reconnected(self, client: Client, channels: list[str]) -> None:
+        """A client back without a session it was active in is no longer active there."""
+        for session in self.sessions.values():
+            if session.channel.uri not in channels:
                 self._drop_active_client(session, client)
 
     def _drop_active_client(self, session: LiveSession, client: Client) -> None:
