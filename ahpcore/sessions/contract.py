@@ -83,6 +83,8 @@ class TurnInput:
     #: The protocol ``Message`` (text, attachments, model, ...).
     message: Mapping[str, JSON]
     config: Mapping[str, JSON] = field(default_factory=dict)
+    #: Tools active clients provide as the turn starts, named ``<clientId>__<name>``.
+    client_tools: Sequence[Mapping[str, JSON]] = ()
 
     @property
     def text(self) -> str:

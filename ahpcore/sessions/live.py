@@ -22,6 +22,7 @@ class PendingAsk:
     kind: str  # toolConfirmation | chatInput | toolClientExecution
     chat: LiveChat
     client_id: str | None = None
+    turn_id: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Any = None
 
@@ -74,16 +75,18 @@ class LiveSession:
         return self.channel.state
 
     def tool_owner(self, tool_name: str) -> str | None:
-        """The client providing ``<clientId>__<name>``, if it is an active client of this session."""
+        """The active client providing ``<clientId>__<name>`` (or a bare ``<name>`` only one has)."""
         client_id, sep, name = tool_name.partition("__")
-        if not sep:
-            return None
-        for active in self.state.get("activeClients", []):
-            if active.get("clientId") == client_id and any(
-                tool.get("name") == name for tool in active.get("tools", [])
-            ):
-                return client_id
-        return None
+        providers = [
+            active.get("clientId")
+            for active in self.state.get("activeClients", [])
+            if any(
+                tool.get("name") == (name if sep else tool_name) for tool in active.get("tools", [])
+            )
+        ]
+        if sep:
+            return client_id if client_id in providers else None
+        return providers[0] if len(providers) == 1 else None
 
 
 class ChatAsker:
@@ -140,5 +143,5 @@ class ChatAsker:
             "clientId": client_id,
             "toolCall": self._tool_call(turn_id, call_id),
         }
-        ask = PendingAsk("toolClientExecution", self.chat, client_id=client_id)
+        ask = PendingAsk("toolClientExecution", self.chat, client_id=client_id, turn_id=turn_id)
         return await self._wait(call_id, ask, request)

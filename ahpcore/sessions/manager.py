@@ -568,12 +568,13 @@ class SessionManager:
                 )
         del session.chats[chat.uri]
         self.engine.remove_channel(chat.uri)
-        self.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
         if session.state.get("defaultChat") == chat.uri:
+            # The role moves before the chat goes, so the session always has a default.
             successor = next(iter(session.chats))
             self.apply(
                 session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor}
             )
+        self.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
         self._save_soon(session)
 
     async def fetch_turns(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
@@ -716,7 +717,8 @@ class SessionManager:
                 await self._start_agent(chat)
                 assert chat.agent is not None
                 config = dict(session.state.get("config", {}).get("values", {}))
-                await chat.agent.run_turn(TurnInput(turn_id, message, config), recorder)
+                turn = TurnInput(turn_id, message, config, self._client_tools(session))
+                await chat.agent.run_turn(turn, recorder)
             except Exception as exc:
                 failure = exc
                 log.info("turn %s of %s failed: %r", turn_id, chat.uri, exc)
@@ -997,15 +999,24 @@ class SessionManager:
 
     def _disconnected(self, client: Client) -> None:
         for session in self.sessions.values():
-            for ask in list(session.asks.values()):
+            for call_id, ask in list(session.asks.items()):
                 if ask.kind == "toolClientExecution" and ask.client_id == client.client_id:
-                    ask.settle(
+                    # Nothing can settle the call any more: it fails, and the turn goes on.
+                    result = {
+                        "success": False,
+                        "pastTenseMessage": "The client running this tool left",
+                        "error": {"message": f"client {client.client_id} disconnected"},
+                    }
+                    self.apply(
+                        ask.chat.uri,
                         {
-                            "success": False,
-                            "pastTenseMessage": "The client running this tool left",
-                            "error": {"message": f"client {client.client_id} disconnected"},
-                        }
+                            "type": "chat/toolCallComplete",
+                            "turnId": ask.turn_id,
+                            "toolCallId": call_id,
+                            "result": result,
+                        },
                     )
+                    ask.settle(result)
             if session.channel.uri in client.subscriptions:
                 # A dropped client may be back in a moment; it stays listed until then.
                 self.host.spawn(self._drop_after_grace, session, client)

@@ -151,5 +151,7 @@ def summary_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> Stat
     for key in set(before) | set(after):
         if key in IDENTITY_FIELDS or before.get(key) == after.get(key):
             continue
+        if key not in after and key != "activity":
+            continue  # only a cleared activity is said as null; the rest keep their value
         changes[key] = after.get(key)
     return changes

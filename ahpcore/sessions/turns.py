@@ -97,8 +97,10 @@ class TurnRecorder:
         meta: Mapping[str, Any] | None = None,
     ) -> None:
         self._open = None
-        self._tools[call_id] = tool_name
         owner = self.tool_owner(tool_name)
+        if owner is not None and "__" not in tool_name:
+            tool_name = f"{owner}__{tool_name}"  # the name every client sees a client's tool by
+        self._tools[call_id] = tool_name
         action = _drop_none(
             type="chat/toolCallStart",
             turnId=self.turn_id,
