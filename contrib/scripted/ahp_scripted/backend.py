@@ -1,0 +1,311 @@
+"""The scripted backend: the whole backend contract, deterministically, from a script."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ahp_scripted.runner import Gates, TurnRun
+from ahp_scripted.script import Script
+from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
+from ahp_scripted.transcript import RecordingReporter, replay
+from ahpcore.sessions.contract import (
+    Abilities,
+    CatalogueRow,
+    ChatStart,
+    TranscriptReader,
+    TurnInput,
+    TurnReporter,
+)
+
+PROVIDER = "scripted"
+MODEL_ID = "scripted"
+
+Variables = Callable[[], Mapping[str, str]]
+Clock = Callable[[], datetime]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy as plain JSON data (what a file can hold)."""
+    return json.loads(json.dumps(value))
+
+
+class ScriptedAgent:
+    """The agent behind one chat: runs each turn's steps and records what it reported."""
+
+    def __init__(self, backend: ScriptedBackend, conversation: Conversation, start: ChatStart):
+        self.backend = backend
+        self.conversation = conversation
+        self.client_tools = tuple(str(tool.get("name", "")) for tool in start.client_tools)
+        self.closed = False
+        self._steering: deque[str] = deque()
+        self._running: str | None = None
+
+    @property
+    def running_turn(self) -> str | None:
+        """The id of the turn running now, if any."""
+        return self._running
+
+    def steer(self, message: Mapping[str, Any]) -> bool:
+        """Take a steering message into the running turn; False when no turn runs.
+
+        The turn takes it at its next step: the rest of its script gives way to
+        the steps the steering text selects.
+        """
+        if self._running is None:
+            return False
+        self._steering.append(str(message.get("text", "")))
+        return True
+
+    def _next_steering(self) -> str | None:
+        return self._steering.popleft() if self._steering else None
+
+    def _context(self, turn_index: int) -> str:
+        """What this turn may see of before: the side chat's turn, then this chat's last."""
+        conversation = self.conversation
+        if turn_index == 0:
+            return conversation.side_context or ""
+        return conversation.turns[turn_index - 1].said()
+
+    def _begin(self, turn: TurnInput) -> tuple[TurnRecord, int, dict[str, str]]:
+        """The record this turn writes to, the step it starts at, and saved variables."""
+        turns = self.conversation.turns
+        last = turns[-1] if turns else None
+        ended = last.end if last is not None else None
+        if last is not None and last.id == turn.turn_id and ended and ended["state"] == "error":
+            # chat/turnResume: the errored turn picks up after the step that failed.
+            resume = last.resume or {"step": -1, "variables": {}}
+            last.end = None
+            return last, int(resume["step"]) + 1, dict(resume["variables"])
+        record = TurnRecord(turn.turn_id, _plain(dict(turn.message)), iso(self.backend.clock()))
+        turns.append(record)
+        return record, 0, {}
+
+    async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        if self.closed:
+            raise RuntimeError(f"the scripted agent for {self.conversation.backend_id!r} is closed")
+        if self._running is not None:
+            raise RuntimeError(f"turn {self._running!r} is still running in this chat")
+        backend = self.backend
+        record, start, saved = self._begin(turn)
+        began = backend.clock()
+        self._running = turn.turn_id
+        backend.save(self.conversation)
+        shared = dict(backend.variables())
+        run: TurnRun | None = None
+        outcome: dict[str, Any] = {"state": "cancelled"}
+        try:
+            steps, found = backend.script.select(turn.text)
+            calls = sum(1 for r in record.reports if r[0] == "tool_start")
+            run = TurnRun(
+                report=RecordingReporter(report, record.reports),
+                variables={
+                    **shared,
+                    "message": turn.text,
+                    "context": self._context(self.conversation.turns.index(record)),
+                    **found,
+                    **saved,
+                },
+                gates=backend.gates,
+                call_ids=(f"{turn.turn_id}.call{n}" for n in itertools.count(calls + 1)),
+                client_tools=self.client_tools,
+                steering=self._next_steering,
+                redirect=backend.script.select,
+            )
+            await run.run(steps, start)
+            outcome = {"state": "complete"}
+        except Exception as exc:
+            outcome = {"state": "error", "error": str(exc)}
+            if run is not None:
+                kept = {k: v for k, v in run.variables.items() if k not in shared}
+                record.resume = {"step": run.position, "variables": kept}
+            raise
+        finally:
+            # Whatever ended the turn (a cancel included), the file says how.
+            self._running = None
+            self._steering.clear()
+            outcome["durationMs"] = max(0, int((backend.clock() - began).total_seconds() * 1000))
+            record.end = outcome
+            backend.save(self.conversation)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self.backend.agents_by_id.get(self.conversation.backend_id) is self:
+            del self.backend.agents_by_id[self.conversation.backend_id]
+
+
+class ScriptedBackend:
+    """The ``scripted`` provider: a deterministic agent that follows ``script``.
+
+    Conversations are kept as JSON files under ``state_dir`` (in memory when
+    it is None). ``variables`` adds ``${name}`` values every turn can use;
+    ``clock`` is the time source (tests pin it).
+    """
+
+    provider = PROVIDER
+    abilities = Abilities(
+        resume=True,
+        fork=True,
+        side_chat=True,
+        truncate=True,
+        delete=True,
+        list_sessions=True,
+        turn_resume=True,
+        steering=True,
+    )
+
+    def __init__(
+        self,
+        state_dir: Path | str | None = None,
+        script: Script | None = None,
+        *,
+        variables: Variables | None = None,
+        clock: Clock = _now,
+    ) -> None:
+        if script is None:
+            from ahp_scripted.demo import demo_script, host_variables
+
+            script = demo_script()
+            variables = variables or host_variables()
+        self.script = script
+        self.store = ConversationStore(Path(state_dir) if state_dir is not None else None)
+        self.variables: Variables = variables or dict
+        self.clock = clock
+        self.gates = Gates()
+        self.agents_by_id: dict[str, ScriptedAgent] = {}
+
+    # -- the contract ---------------------------------------------------------------
+    def agents(self) -> Sequence[Mapping[str, Any]]:
+        return [
+            {
+                "provider": PROVIDER,
+                "displayName": self.script.name,
+                "description": self.script.description,
+                "models": [{"id": MODEL_ID, "provider": PROVIDER, "name": "Scripted"}],
+            }
+        ]
+
+    async def start(self, start: ChatStart) -> ScriptedAgent:
+        conversation = self.store.get(start.backend_id)
+        if conversation is None:
+            if start.resume:
+                raise LookupError(f"no scripted conversation {start.backend_id!r} to resume")
+            conversation = self._new(start)
+            self.save(conversation)
+        agent = ScriptedAgent(self, conversation, start)
+        self.agents_by_id[start.backend_id] = agent
+        return agent
+
+    def _new(self, start: ChatStart) -> Conversation:
+        now = iso(self.clock())
+        conversation = Conversation(
+            backend_id=start.backend_id,
+            session_id=start.session_id,
+            chat_uri=start.chat_uri,
+            created_at=now,
+            modified_at=now,
+            working_directories=list(start.working_directories),
+        )
+        if start.fork_from is not None:
+            source, turn_id = self._source(start.fork_from, "fork")
+            kept = source.turns[: source.turn_index(turn_id) + 1]
+            conversation.turns = [TurnRecord.from_json(_plain(t.to_json())) for t in kept]
+            conversation.fork_of = list(start.fork_from)
+        if start.side_of is not None:
+            source, turn_id = self._source(start.side_of, "side chat")
+            conversation.side_of = list(start.side_of)
+            conversation.side_context = source.turns[source.turn_index(turn_id)].said()
+        return conversation
+
+    def _source(self, named: tuple[str, str], what: str) -> tuple[Conversation, str]:
+        backend_id, turn_id = named
+        source = self.store.get(backend_id)
+        if source is None:
+            raise LookupError(f"cannot start a {what} of {backend_id!r}: no such conversation")
+        return source, turn_id
+
+    async def catalogue(self) -> Sequence[CatalogueRow]:
+        """One row per session kept: its chats' conversations grouped by session id."""
+        sessions: dict[str, list[Conversation]] = {}
+        for kept in self.store.all():
+            sessions.setdefault(kept.session_id, []).append(kept)
+        rows = []
+        for session_id, chats in sessions.items():
+            # The session's own conversation is the one started as it (the default
+            # chat); failing that, its oldest chat that is not a side chat.
+            chats.sort(
+                key=lambda c: (c.backend_id != session_id, c.side_of is not None, c.created_at)
+            )
+            main = chats[0]
+            rows.append(
+                CatalogueRow(
+                    session_id=session_id,
+                    title=main.title(),
+                    created_at=min(c.created_at for c in chats),
+                    modified_at=max(c.modified_at for c in chats),
+                    working_directories=tuple(main.working_directories),
+                )
+            )
+        return sorted(rows, key=lambda row: row.modified_at, reverse=True)
+
+    async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+        conversation = self.store.get(backend_id)
+        if conversation is None:
+            return False
+        running = self.agents_by_id.get(backend_id)
+        for record in conversation.turns:
+            if running is not None and running.running_turn == record.id:
+                continue  # still being reported live
+            turn_report = reader.turn(record.id, record.message, started_at=record.started_at)
+            replay(record.reports, turn_report)
+            # A turn without an end was cut short by a host that stopped.
+            end = record.end or {"state": "cancelled", "durationMs": 0}
+            reader.end_turn(
+                state=end["state"],
+                duration_ms=int(end.get("durationMs", 0)),
+                error=end.get("error"),
+            )
+        return True
+
+    async def delete(self, backend_id: str) -> None:
+        self.store.delete(backend_id)
+
+    # -- beyond the protocol methods --------------------------------------------------
+    async def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        """Drop the turns after ``turn_id`` (all of them when None)."""
+        conversation = self.store.get(backend_id)
+        if conversation is None:
+            raise LookupError(f"no scripted conversation {backend_id!r} to truncate")
+        keep = 0 if turn_id is None else conversation.turn_index(turn_id) + 1
+        del conversation.turns[keep:]
+        self.save(conversation)
+
+    def save(self, conversation: Conversation) -> None:
+        conversation.modified_at = iso(self.clock())
+        self.store.save(conversation)
+
+    def conversation(self, backend_id: str) -> Conversation | None:
+        """The kept conversation, for tests and tools (a copy: changing it changes nothing)."""
+        found = self.store.get(backend_id)
+        return copy.deepcopy(found) if found is not None else None
+
+    def release(self, gate: str, times: int = 1) -> None:
+        """Let ``times`` turns through the ``wait`` gate named ``gate``."""
+        self.gates.release(gate, times)
+
+    async def reached(self, gate: str) -> None:
+        """Return once a turn waits at ``gate`` (pair with ``anyio.fail_after``)."""
+        await self.gates.reached(gate)
+
+
+__all__ = ["ScriptedAgent", "ScriptedBackend"]

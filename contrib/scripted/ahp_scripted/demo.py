@@ -1,0 +1,50 @@
+"""The demo agent: the script a newcomer meets, and what it knows about the host."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from ahp_scripted.loader import loads_script
+from ahp_scripted.script import Script
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+
+
+@functools.cache
+def demo_script() -> Script:
+    """The demo agent's script (``demo.yaml`` in this package)."""
+    text = resources.files("ahp_scripted").joinpath("demo.yaml").read_text(encoding="utf-8")
+    return loads_script(text, format="yaml", source="ahp_scripted/demo.yaml")
+
+
+def _code_list(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names) or "none"
+
+
+def host_variables(host: Host | None = None) -> Callable[[], dict[str, str]]:
+    """``${version}``, ``${plugins}`` and ``${methods}`` of a host, read when a turn starts.
+
+    Read late because a host adds methods after its backends register. Without
+    a host, the protocol's own command list stands in.
+    """
+    from ahpcore import __version__
+    from ahpcore.protocol.methods import COMMANDS
+
+    def variables() -> dict[str, str]:
+        if host is None:
+            return {
+                "version": __version__,
+                "plugins": "none",
+                "methods": _code_list(sorted(COMMANDS)),
+            }
+        return {
+            "version": __version__,
+            "plugins": _code_list(host.plugins.names()),
+            "methods": _code_list(sorted(host.router.routes)),
+        }
+
+    return variables

@@ -1,0 +1,35 @@
+"""The ``scripted`` plugin: registers the scripted backend (the demo agent unless told otherwise).
+
+``AHP_SCRIPTED_SCRIPT`` names a script file (or a directory of them) to run
+instead of the demo. Conversations live under ``<state dir>/scripted``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ahp_scripted.backend import ScriptedBackend
+from ahp_scripted.demo import host_variables
+from ahp_scripted.loader import load_script
+from ahpcore.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+    from ahpcore.ports import Backend
+
+SCRIPT_ENV = "AHP_SCRIPTED_SCRIPT"
+
+
+@hookimpl
+def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
+    path = os.environ.get(SCRIPT_ENV)
+    script = load_script(path) if path else None
+    register(
+        ScriptedBackend(
+            host.settings.state_dir / "scripted",
+            script,
+            variables=host_variables(host),
+        )
+    )

@@ -1,0 +1,315 @@
+"""Running a turn's steps against a reporter: what the scripted agent does, one step at a time."""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from ahp_scripted.script import (
+    Activity,
+    Ask,
+    Crash,
+    Fail,
+    Say,
+    ScriptError,
+    Step,
+    Think,
+    Title,
+    Tool,
+    Usage,
+    Wait,
+)
+from ahpcore.sessions.contract import InputAnswer, TurnReporter
+
+
+class ScriptedTurnFailed(RuntimeError):
+    """A ``fail`` step: the script says this turn ends in error."""
+
+
+class AgentCrashed(RuntimeError):
+    """A ``crash`` step: the agent died in the middle of a turn."""
+
+
+class _Template(string.Template):
+    # `${input.text}` reaches into a tool's JSON input.
+    idpattern = r"(?a:[_a-z][_a-z0-9]*(?:\.[_a-z0-9]+)*)"
+    flags = re.IGNORECASE
+
+
+def fill(text: str, variables: Mapping[str, str]) -> str:
+    """``${name}`` replaced by its variable; unknown names stay as written."""
+    return _Template(text).safe_substitute(variables)
+
+
+def fill_json(value: Any, variables: Mapping[str, str]) -> Any:
+    if isinstance(value, str):
+        return fill(value, variables)
+    if isinstance(value, list):
+        return [fill_json(item, variables) for item in value]
+    if isinstance(value, dict):
+        return {key: fill_json(item, variables) for key, item in value.items()}
+    return value
+
+
+def chunks(text: str, words: int) -> list[str]:
+    """Split text into pieces of ``words`` words, keeping every character."""
+    tokens = re.findall(r"\s*\S+\s*", text) or ([text] if text else [])
+    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
+
+
+def answer_text(questions: Sequence[Mapping[str, Any]], answers: Mapping[str, Any]) -> str:
+    """The answers as a person would read them back: option labels, lists joined."""
+    said: list[str] = []
+    for question in questions:
+        answer = answers.get(str(question.get("id")))
+        if not isinstance(answer, Mapping) or answer.get("state") == "skipped":
+            continue
+        value = answer.get("value")
+        raw = value.get("value") if isinstance(value, Mapping) else value
+        labels = {o.get("id"): o.get("label") for o in question.get("options") or ()}
+        items = raw if isinstance(raw, list) else [raw]
+        extra = list(value.get("freeformValues") or ()) if isinstance(value, Mapping) else []
+        shown = [str(labels.get(item, item)) for item in items] + [str(x) for x in extra]
+        said.append(", ".join(shown))
+    return "; ".join(said)
+
+
+class _Gate:
+    def __init__(self) -> None:
+        self.permits = 0
+        self.waiters: deque[anyio.Event] = deque()
+        self.arrived = anyio.Event()
+
+
+class Gates:
+    """Named gates a ``wait`` step stops at until the Python API releases them.
+
+    A release lets exactly one wait through; a release before anyone waits is
+    kept, so a test never races its own turn.
+    """
+
+    def __init__(self) -> None:
+        self._gates: dict[str, _Gate] = {}
+
+    def _gate(self, name: str) -> _Gate:
+        return self._gates.setdefault(name, _Gate())
+
+    def release(self, name: str, times: int = 1) -> None:
+        gate = self._gate(name)
+        for _ in range(times):
+            if gate.waiters:
+                gate.waiters.popleft().set()
+            else:
+                gate.permits += 1
+
+    def waiting(self, name: str) -> int:
+        """How many turns stand at the gate now."""
+        return len(self._gate(name).waiters)
+
+    async def reached(self, name: str) -> None:
+        """Return once a turn stands at the gate."""
+        gate = self._gate(name)
+        while not gate.waiters:
+            await gate.arrived.wait()
+
+    async def wait(self, name: str) -> None:
+        gate = self._gate(name)
+        if gate.permits:
+            gate.permits -= 1
+            return
+        event = anyio.Event()
+        gate.waiters.append(event)
+        gate.arrived.set()
+        gate.arrived = anyio.Event()
+        try:
+            await event.wait()
+        finally:
+            if event in gate.waiters:
+                gate.waiters.remove(event)
+
+
+class _Stop(Exception):
+    """The turn ends here, complete (after a denial or a declined question)."""
+
+
+@dataclass
+class TurnRun:
+    """One turn being run: the steps, its variables and where it is."""
+
+    report: TurnReporter
+    variables: dict[str, str]
+    gates: Gates
+    call_ids: Iterator[str]
+    #: Full names of the client tools the chat started with.
+    client_tools: Sequence[str] = ()
+    #: Returns a steering message's text when one arrived, else None.
+    steering: Callable[[], str | None] = lambda: None
+    #: Steps and variables for a steering message's text.
+    redirect: Callable[[str], tuple[tuple[Step, ...], dict[str, str]]] | None = None
+    #: Index of the top-level step running now (a resumed turn starts after it).
+    position: int = 0
+    activity_set: bool = field(default=False, init=False)
+
+    async def run(self, steps: Sequence[Step], start: int = 0) -> None:
+        index = start
+        current: Sequence[Step] = steps
+        try:
+            while index < len(current):
+                if self.redirect is not None and (steered := self.steering()) is not None:
+                    # Steering redirects the agent: the rest of the script gives way.
+                    current, found = self.redirect(steered)
+                    self.variables.update({"message": steered, **found})
+                    index = 0
+                    continue
+                self.position = index
+                await self.step(current[index])
+                index += 1
+        except _Stop:
+            pass
+        finally:
+            if self.activity_set:
+                # An agent that finishes is idle, however its turn ended.
+                self.report.activity(None)
+
+    async def run_branch(self, steps: Sequence[Step]) -> None:
+        for step in steps:
+            await self.step(step)
+        raise _Stop
+
+    async def step(self, step: Step) -> None:
+        if isinstance(step, Say | Think):
+            await self.stream(step)
+        elif isinstance(step, Tool):
+            await self.tool(step)
+        elif isinstance(step, Ask):
+            await self.ask(step)
+        elif isinstance(step, Usage):
+            self.report.usage(
+                input_tokens=step.input_tokens,
+                output_tokens=step.output_tokens,
+                model=step.model,
+                cache_read_tokens=step.cache_read_tokens,
+            )
+        elif isinstance(step, Title):
+            self.report.title(self.fill(step.text))
+        elif isinstance(step, Activity):
+            text = None if step.text is None else self.fill(step.text)
+            self.activity_set = text is not None
+            self.report.activity(text)
+        elif isinstance(step, Wait):
+            if step.gate is not None:
+                await self.gates.wait(self.fill(step.gate))
+            else:
+                await anyio.sleep(step.seconds or 0)
+        elif isinstance(step, Fail):
+            raise ScriptedTurnFailed(self.fill(step.message))
+        elif isinstance(step, Crash):
+            raise AgentCrashed(f"the scripted agent crashed: {self.fill(step.message)}")
+        else:  # pragma: no cover - the loader makes only the steps above
+            raise ScriptError(f"not a step: {step!r}")
+
+    def fill(self, text: str) -> str:
+        return fill(text, self.variables)
+
+    async def stream(self, step: Say | Think) -> None:
+        send = self.report.text if isinstance(step, Say) else self.report.reasoning
+        for index, piece in enumerate(chunks(self.fill(step.text), step.words)):
+            if index and step.delay:
+                await anyio.sleep(step.delay)
+            else:
+                # A checkpoint between chunks lets a cancel land mid-stream.
+                await anyio.lowlevel.checkpoint()
+            send(piece)
+
+    def _client_tool_name(self, name: str) -> str:
+        if name in self.client_tools:
+            return name
+        owned = [tool for tool in self.client_tools if tool.endswith(f"__{name}")]
+        return owned[0] if owned else name
+
+    def _remember_input(self, tool_input: str) -> None:
+        self.variables["input"] = tool_input
+        try:
+            decoded = json.loads(tool_input)
+        except ValueError:
+            return
+        if isinstance(decoded, dict):
+            for key, value in decoded.items():
+                text = value if isinstance(value, str) else json.dumps(value)
+                self.variables[f"input.{key}"] = text
+
+    async def tool(self, step: Tool) -> None:
+        call_id = next(self.call_ids)
+        name = self.fill(step.name)
+        if step.client:
+            name = self._client_tool_name(name)
+        tool_input = json.dumps(fill_json(step.input, self.variables))
+        self._remember_input(tool_input)
+        report = self.report
+        report.tool_start(
+            call_id,
+            name,
+            display_name=self.fill(step.display_name) if step.display_name else None,
+            intention=self.fill(step.intention) if step.intention else None,
+        )
+        half = len(tool_input) // 2
+        for piece in (tool_input[:half], tool_input[half:]):
+            if piece:
+                report.tool_input(call_id, piece)
+        bare = name.rsplit("__", 1)[-1]
+        invocation = self.fill(step.invocation) if step.invocation else f"Running `{bare}`"
+        if step.client:
+            result = await report.client_tool(
+                call_id, name, tool_input=tool_input, invocation_message=invocation
+            )
+            content = result.get("content") or ()
+            texts = [c.get("text", "") for c in content if isinstance(c, Mapping)]
+            self.variables["result"] = "".join(str(t) for t in texts)
+            return
+        if step.approval:
+            approval = await report.tool_approval(
+                call_id,
+                tool_input=tool_input,
+                invocation_message=invocation,
+                title=self.fill(step.title) if step.title else None,
+            )
+            if not approval.approved:
+                # The reducer has already cancelled the call: nothing more to report on it.
+                self.variables["suggestion"] = approval.suggestion or ""
+                await self.run_branch(step.on_deny)
+            if approval.edited_input is not None:
+                self._remember_input(approval.edited_input)
+        else:
+            report.tool_running(call_id, tool_input=tool_input, invocation_message=invocation)
+        if step.fail is not None:
+            error = self.fill(step.fail)
+            past = self.fill(step.past_tense) if step.past_tense else f"`{bare}` failed"
+            report.tool_complete(call_id, success=False, past_tense_message=past, error=error)
+            self.variables["result"] = error
+            return
+        result_text = self.fill(step.result)
+        past = self.fill(step.past_tense) if step.past_tense else f"Ran `{bare}`"
+        content = [{"type": "text", "text": result_text}] if result_text else None
+        report.tool_complete(call_id, success=True, past_tense_message=past, content=content)
+        self.variables["result"] = result_text
+
+    async def ask(self, step: Ask) -> None:
+        questions = [fill_json(dict(q), self.variables) for q in step.questions]
+        message = self.fill(step.message) if step.message else None
+        answer: InputAnswer = await self.report.ask(questions, message=message)
+        if answer.response != "accept":
+            await self.run_branch(step.on_decline)
+        self.variables["answer"] = answer_text(questions, answer.answers)
+        if step.say_answer:
+            template = (
+                step.say_answer if isinstance(step.say_answer, str) else "You answered: ${answer}"
+            )
+            await self.stream(Say(template))

@@ -1,0 +1,245 @@
+"""Recording a live turn's reports, and replaying them through a transcript reader.
+
+A turn is kept as the reporter calls it made, each ``[method, arguments]``;
+calls that waited on a person or a client also keep the answer
+(``[method, arguments, answer]``). Replay makes the same calls on the
+reporter a ``TranscriptReader`` hands out, so a rebuilt turn goes through the
+same builder the live one did.
+
+A rebuilt turn has nobody to ask, and the reporter has no way to say "this was
+asked and answered", so the waiting calls are replayed as near as the
+contract allows:
+
+* an approval becomes ``tool_running`` with the input that ran (the state says
+  ``confirmed: not-needed`` where the live one had the client's answer); a
+  denied one stays in flight so the turn's end cancels it (``reason: skipped``
+  where the live one had ``denied``);
+* a client tool becomes ``tool_running`` then ``tool_complete`` with the
+  result the client gave (its ``contributor`` is whatever the reader's
+  reporter says owns the tool now; ``structuredContent`` has no report);
+* a question is left out (a rebuilt turn cannot report one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ahpcore.sessions.contract import Approval, InputAnswer, TurnReporter
+
+Report = list[Any]
+
+
+def _approval_json(approval: Approval) -> dict[str, Any]:
+    return {
+        "approved": approval.approved,
+        "editedInput": approval.edited_input,
+        "reason": approval.reason,
+        "suggestion": approval.suggestion,
+    }
+
+
+class RecordingReporter:
+    """A ``TurnReporter`` that writes down every call, then passes it on."""
+
+    def __init__(self, inner: TurnReporter, reports: list[Report]) -> None:
+        self.inner = inner
+        self.reports = reports
+
+    def _note(self, method: str, **arguments: Any) -> Report:
+        entry: Report = [method, arguments]
+        self.reports.append(entry)
+        return entry
+
+    def text(self, delta: str) -> None:
+        self._note("text", delta=delta)
+        self.inner.text(delta)
+
+    def reasoning(self, delta: str) -> None:
+        self._note("reasoning", delta=delta)
+        self.inner.reasoning(delta)
+
+    def tool_start(
+        self,
+        call_id: str,
+        tool_name: str,
+        *,
+        display_name: str | None = None,
+        intention: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._note(
+            "tool_start",
+            call_id=call_id,
+            tool_name=tool_name,
+            display_name=display_name,
+            intention=intention,
+            meta=dict(meta) if meta is not None else None,
+        )
+        self.inner.tool_start(
+            call_id, tool_name, display_name=display_name, intention=intention, meta=meta
+        )
+
+    def tool_input(self, call_id: str, delta: str) -> None:
+        self._note("tool_input", call_id=call_id, delta=delta)
+        self.inner.tool_input(call_id, delta)
+
+    def tool_running(
+        self, call_id: str, *, tool_input: str | None, invocation_message: str
+    ) -> None:
+        self._note(
+            "tool_running",
+            call_id=call_id,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+        )
+        self.inner.tool_running(
+            call_id, tool_input=tool_input, invocation_message=invocation_message
+        )
+
+    async def tool_approval(
+        self,
+        call_id: str,
+        *,
+        tool_input: str | None,
+        invocation_message: str,
+        title: str | None = None,
+    ) -> Approval:
+        # Noted before the wait: a turn cancelled while asking still asked.
+        entry = self._note(
+            "tool_approval",
+            call_id=call_id,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+            title=title,
+        )
+        approval = await self.inner.tool_approval(
+            call_id, tool_input=tool_input, invocation_message=invocation_message, title=title
+        )
+        entry.append(_approval_json(approval))
+        return approval
+
+    def tool_complete(
+        self,
+        call_id: str,
+        *,
+        success: bool,
+        past_tense_message: str,
+        content: Sequence[Mapping[str, Any]] | None = None,
+        error: str | None = None,
+    ) -> None:
+        self._note(
+            "tool_complete",
+            call_id=call_id,
+            success=success,
+            past_tense_message=past_tense_message,
+            content=[dict(c) for c in content] if content is not None else None,
+            error=error,
+        )
+        self.inner.tool_complete(
+            call_id,
+            success=success,
+            past_tense_message=past_tense_message,
+            content=content,
+            error=error,
+        )
+
+    async def client_tool(
+        self, call_id: str, tool_name: str, *, tool_input: str, invocation_message: str
+    ) -> Mapping[str, Any]:
+        entry = self._note(
+            "client_tool",
+            call_id=call_id,
+            tool_name=tool_name,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+        )
+        result = await self.inner.client_tool(
+            call_id, tool_name, tool_input=tool_input, invocation_message=invocation_message
+        )
+        entry.append(dict(result))
+        return result
+
+    async def ask(
+        self, questions: Sequence[Mapping[str, Any]], *, message: str | None = None
+    ) -> InputAnswer:
+        entry = self._note("ask", questions=[dict(q) for q in questions], message=message)
+        answer = await self.inner.ask(questions, message=message)
+        entry.append({"response": answer.response, "answers": dict(answer.answers)})
+        return answer
+
+    def usage(
+        self,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        model: str | None = None,
+        cache_read_tokens: int | None = None,
+    ) -> None:
+        self._note(
+            "usage",
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=model,
+            cache_read_tokens=cache_read_tokens,
+        )
+        self.inner.usage(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            model=model,
+            cache_read_tokens=cache_read_tokens,
+        )
+
+    def title(self, title: str) -> None:
+        self._note("title", title=title)
+        self.inner.title(title)
+
+    def activity(self, activity: str | None) -> None:
+        self._note("activity", activity=activity)
+        self.inner.activity(activity)
+
+
+def replay(reports: Sequence[Report], report: TurnReporter) -> None:
+    """Make a recorded turn's calls again on ``report`` (see the module docstring)."""
+    for entry in reports:
+        method, arguments = entry[0], dict(entry[1])
+        answer = entry[2] if len(entry) > 2 else None
+        if method in ("text", "reasoning"):
+            getattr(report, method)(arguments["delta"])
+        elif method == "tool_start":
+            report.tool_start(arguments.pop("call_id"), arguments.pop("tool_name"), **arguments)
+        elif method == "tool_input":
+            report.tool_input(arguments["call_id"], arguments["delta"])
+        elif method in ("tool_running", "tool_complete"):
+            getattr(report, method)(arguments.pop("call_id"), **arguments)
+        elif method == "usage":
+            report.usage(**arguments)
+        elif method == "title":
+            report.title(arguments["title"])
+        elif method == "activity":
+            report.activity(arguments["activity"])
+        elif method == "tool_approval":
+            tool_input = arguments["tool_input"]
+            if answer and answer.get("approved") and answer.get("editedInput") is not None:
+                tool_input = answer["editedInput"]
+            report.tool_running(
+                arguments["call_id"],
+                tool_input=tool_input,
+                invocation_message=arguments["invocation_message"],
+            )
+        elif method == "client_tool":
+            report.tool_running(
+                arguments["call_id"],
+                tool_input=arguments["tool_input"],
+                invocation_message=arguments["invocation_message"],
+            )
+            if answer is not None:
+                error = answer.get("error")
+                report.tool_complete(
+                    arguments["call_id"],
+                    success=bool(answer.get("success")),
+                    past_tense_message=str(answer.get("pastTenseMessage", "")),
+                    content=answer.get("content"),
+                    error=error.get("message") if isinstance(error, Mapping) else None,
+                )
+        # "ask": a rebuilt turn cannot report a question; see the module docstring.

@@ -1,0 +1,210 @@
+"""Conversations written by one backend and rebuilt by another from the same directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from scripted_harness import STARTED, Chat, backend, chat_start, rebuilt
+
+from ahp_scripted import (
+    Activity,
+    Ask,
+    Fail,
+    Rule,
+    Say,
+    Script,
+    Think,
+    Title,
+    Tool,
+    Usage,
+    Wait,
+)
+from ahpcore.protocol.wire import validate_value
+from ahpcore.sessions.contract import Approval, InputAnswer
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = Script(
+    rules=[
+        Rule(
+            exact="work",
+            steps=[
+                Activity("Working"),
+                Think("First, a plan."),
+                Say("Here is the plan, in a few words."),
+                Tool("search", input={"q": "plan"}, result="3 hits", display_name="Search"),
+                Tool("write", fail="disk full"),
+                Usage(input_tokens=100, output_tokens=20, model="scripted"),
+                Title("Planning"),
+                Say("Done."),
+            ],
+        ),
+        Rule(exact="fail", steps=[Say("Oh no"), Fail("it broke")]),
+        Rule(exact="hold", steps=[Say("Holding"), Wait(gate="hold")]),
+        Rule(
+            exact="ask",
+            steps=[
+                Tool("echo", input={"text": "hi"}, approval=True, result="hi"),
+                Tool("rm", approval=True, on_deny=[Say("Not removing.")]),
+            ],
+        ),
+        Rule(exact="question", steps=[Ask("Name?", say_answer="Hi ${answer}")]),
+        Rule(exact="client", steps=[Tool("open", client=True), Say("${result}")]),
+    ],
+    default=[Say("You said: ${message}. Before that I said: ${context}")],
+)
+
+
+async def test_a_new_backend_rebuilds_the_live_state(tmp_path: Path) -> None:
+    first = backend(tmp_path, SCRIPT)
+    chat = Chat(await first.start(chat_start()))
+    assert await chat.turn("work") == "complete"
+    assert await chat.turn("fail") == "error"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chat.turn, "hold")
+        await first.reached("hold")
+        tg.cancel_scope.cancel()
+    assert await chat.turn("hello") == "complete"
+    assert [t["state"] for t in chat.chat_state["turns"]] == [
+        "complete",
+        "error",
+        "cancelled",
+        "complete",
+    ]
+
+    second = backend(tmp_path, SCRIPT)  # a restart: nothing shared but the directory
+    reader = await rebuilt(second)
+    assert reader.chat_state == chat.chat_state
+    assert reader.session_state == chat.session_state
+    assert validate_value("ChatState", reader.chat_state) == []
+    # The same reports made the same actions, one for one.
+    assert reader.actions == chat.actions
+
+
+async def test_the_file_is_plain_json_and_written_whole(tmp_path: Path) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    chat = Chat(await scripted.start(chat_start("a/b:c")))
+    await chat.turn("hello")
+    files = list(tmp_path.iterdir())
+    assert [f.name for f in files] == ["a%2Fb%3Ac.json"]  # no temp file left behind
+    data = json.loads(files[0].read_text())
+    assert data["backendId"] == "a/b:c"
+    assert data["workingDirectories"] == ["/work/project"]
+    [turn] = data["turns"]
+    assert turn["message"]["text"] == "hello"
+    assert turn["startedAt"] == STARTED
+    assert turn["reports"][0] == ["text", {"delta": "You said: hello. Before "}]
+    assert turn["end"] == {"state": "complete", "durationMs": 0}
+
+
+async def test_a_resumed_conversation_goes_on_where_it_was(tmp_path: Path) -> None:
+    first = backend(tmp_path, SCRIPT)
+    chat = Chat(await first.start(chat_start()))
+    await chat.turn("one")
+    second = backend(tmp_path, SCRIPT)
+    resumed = Chat(await second.start(chat_start(resume=True)))
+    await resumed.turn("two", turn_id="t2")
+    assert (
+        resumed.text() == "You said: two. Before that I said: You said: one. Before that I said: "
+    )
+    reader = await rebuilt(backend(tmp_path, SCRIPT))
+    assert [t["id"] for t in reader.chat_state["turns"]] == ["t1", "t2"]
+
+
+async def test_resuming_what_was_never_kept_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(LookupError, match="nope"):
+        await backend(tmp_path, SCRIPT).start(chat_start("nope", resume=True))
+    assert await backend(tmp_path, SCRIPT).read_transcript("nope", object()) is False  # type: ignore[arg-type]
+
+
+async def test_a_turn_cut_short_by_a_stopped_host_reads_back_cancelled(tmp_path: Path) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    chat = Chat(await scripted.start(chat_start()))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chat.turn, "hold")
+        await scripted.reached("hold")
+        # The host dies here: what is on disk is the turn as it started.
+        on_disk = json.loads((tmp_path / "conv-1.json").read_text())
+        tg.cancel_scope.cancel()
+    (tmp_path / "conv-1.json").write_text(json.dumps(on_disk))
+    reader = await rebuilt(backend(tmp_path, SCRIPT))
+    [turn] = reader.chat_state["turns"]
+    assert turn["state"] == "cancelled"
+    assert turn["message"]["text"] == "hold"
+
+
+def _without(state: Any, *keys: str) -> Any:
+    """The state with the named keys removed wherever they appear."""
+    if isinstance(state, dict):
+        return {k: _without(v, *keys) for k, v in state.items() if k not in keys}
+    if isinstance(state, list):
+        return [_without(v, *keys) for v in state]
+    return state
+
+
+async def test_approvals_questions_and_client_tools_rebuild_as_near_as_the_contract_allows(
+    tmp_path: Path,
+) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    agent = await scripted.start(chat_start(client_tools=[{"name": "laptop__open"}]))
+    chat = Chat(
+        agent,
+        approvals=[Approval(True), Approval(False, reason="denied")],
+        answers=[
+            InputAnswer(
+                "accept",
+                {"answer": {"state": "submitted", "value": {"kind": "text", "value": "Ada"}}},
+            )
+        ],
+        client_results=[
+            {
+                "success": True,
+                "pastTenseMessage": "Opened",
+                "content": [{"type": "text", "text": "file text"}],
+            }
+        ],
+    )
+    await chat.turn("ask")
+    await chat.turn("question")
+    await chat.turn("client")
+    live_calls = chat.tool_calls(chat.chat_state["turns"][0])
+    assert [c["status"] for c in live_calls] == ["completed", "cancelled"]
+
+    reader = await rebuilt(backend(tmp_path, SCRIPT))
+    turns = reader.chat_state["turns"]
+    # Approved: it ran and completed; only who confirmed it differs.
+    approved, denied = reader.tool_calls(turns[0])
+    assert _without(approved, "confirmed") == _without(live_calls[0], "confirmed")
+    assert approved["confirmed"] == "not-needed"
+    # Denied: cancelled by the turn's end rather than by the person.
+    assert denied["status"] == "cancelled"
+    assert _without(denied, "reason") == _without(live_calls[1], "reason")
+    assert (denied["reason"], live_calls[1]["reason"]) == ("skipped", "denied")
+    assert reader.text(turns[0]) == chat.text(chat.chat_state["turns"][0]) == "Not removing."
+    # The question is left out; what the agent said after it is kept.
+    assert [p["kind"] for p in reader.parts(turns[1])] == ["markdown"]
+    assert reader.text(turns[1]) == "Hi Ada"
+    # The client tool ran and completed with the client's result; no client owns it now.
+    [client_call] = reader.tool_calls(turns[2])
+    [live_client] = chat.tool_calls(chat.chat_state["turns"][2])
+    assert _without(client_call, "contributor") == _without(live_client, "contributor")
+    assert reader.text(turns[2]) == "file text"
+
+
+async def test_a_denied_approval_left_unanswered_rebuilds_like_the_live_cancel(
+    tmp_path: Path,
+) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    chat = Chat(await scripted.start(chat_start()))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(chat.turn, "ask")
+        await chat.question()
+        tg.cancel_scope.cancel()  # cancelled while the person was still deciding
+    [call] = chat.tool_calls()
+    assert (call["status"], call["reason"]) == ("cancelled", "skipped")
+    reader = await rebuilt(backend(tmp_path, SCRIPT))
+    assert reader.chat_state == chat.chat_state
