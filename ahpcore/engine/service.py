@@ -13,7 +13,7 @@ from ahpcore import __version__
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Dispatch, Engine, Refused
 from ahpcore.engine.router import Router
-from ahpcore.protocol.errors import ProtocolError
+from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.protocol.versions import SERVED_WIRE, negotiate
 from ahpcore.rpc.peer import Reply
@@ -96,7 +96,11 @@ class ProtocolService:
         client.client_id = params["clientId"]
         client.protocol_version = client.protocol_version or SERVED_WIRE
         client.served_as = client.served_as or SERVED_WIRE
-        last_seen = int(params["lastSeenServerSeq"])
+        last_seen = params["lastSeenServerSeq"]
+        if isinstance(last_seen, float) and last_seen.is_integer():
+            last_seen = int(last_seen)
+        if not isinstance(last_seen, int) or isinstance(last_seen, bool):
+            raise ProtocolError(INVALID_PARAMS, "params.lastSeenServerSeq must be an integer")
         engine = self.engine
         if engine.replay.covers(last_seen, engine.server_seq):
             # Everything missed is buffered: replay it for the channels asked about.

@@ -6,6 +6,7 @@ Knows method names only as strings; what they mean is the engine's business.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -63,6 +64,13 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text} is out of range")
+    return value
+
+
 def _encodable(value: Any) -> bool:
     try:
         dumps(value).encode("utf-8")
@@ -85,7 +93,7 @@ def parse(text: str | bytes) -> Message:
     if _depth_exceeds(text, MAX_JSON_DEPTH):
         raise ProtocolError(PARSE_ERROR, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     try:
-        raw = json.loads(text, parse_constant=_refuse_constant)
+        raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
     if _MAYBE_SURROGATE.search(text) and not _encodable(raw):

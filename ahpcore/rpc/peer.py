@@ -90,7 +90,9 @@ class Peer:
         on_wire = self.wire.buffered_bytes()
         if on_wire is not None:
             limit = self._queue_limit()
-            if self._queued_bytes + on_wire + weight > limit:
+            held = self._queued_bytes + on_wire
+            # A client holding nothing takes any frame, however large: it is not behind.
+            if held > 0 and held + weight > limit:
                 log.warning(
                     "client %s (%s) is %d bytes behind, past clientQueueBytes=%d; closing it",
                     self.id,

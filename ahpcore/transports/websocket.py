@@ -101,8 +101,12 @@ def _handler(serve_connection: ServeConnection) -> Callable[[ServerConnection], 
             try:
                 return await connection.recv()
             except ConnectionClosed as closed:
-                if closed.rcvd is not None and closed.rcvd.code == 1009:
-                    log.warning("closed %s: frame larger than the limit", connection.remote_address)
+                codes = {frame.code for frame in (closed.sent, closed.rcvd) if frame is not None}
+                if 1009 in codes:
+                    log.warning(
+                        "closed %s: frame larger than the limit (max_frame_bytes)",
+                        connection.remote_address,
+                    )
                 return None
 
         await serve_connection(WebSocketWire(connection), frames)
