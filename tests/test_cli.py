@@ -20,7 +20,9 @@ from tests.test_plugins import GOOD, make_distribution
 AHP = [sys.executable, "-m", "ahpcore.cli"]
 
 
-def run_ahp(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_ahp(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*AHP, *args], capture_output=True, text=True, timeout=timeout, env=env or os.environ.copy()
     )
@@ -35,7 +37,9 @@ def test_version():
 @pytest.fixture
 def plugin_env(tmp_path):
     site = tmp_path / "site"
-    make_distribution(site, "ahp-good", "1.2.3", {"good": "ahp_good_plugin"}, {"ahp_good_plugin": GOOD})
+    make_distribution(
+        site, "ahp-good", "1.2.3", {"good": "ahp_good_plugin"}, {"ahp_good_plugin": GOOD}
+    )
     env = os.environ.copy()
     env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")])
     env.pop("AHP_PLUGINS", None)
@@ -60,7 +64,9 @@ def test_plugins_json_lists_name_distribution_version_and_hooks(plugin_env):
 
 
 def test_plugins_hook_filter_and_trimming(plugin_env):
-    only_store = json.loads(run_ahp("plugins", "--json", "--hook", "ahp_session_store", env=plugin_env).stdout)
+    only_store = json.loads(
+        run_ahp("plugins", "--json", "--hook", "ahp_session_store", env=plugin_env).stdout
+    )
     assert [row["name"] for row in only_store["plugins"]] == ["core"]
     trimmed = json.loads(run_ahp("plugins", "--json", "--no-plugins", env=plugin_env).stdout)
     assert [row["name"] for row in trimmed["plugins"]] == ["core"]
@@ -96,16 +102,17 @@ def start_serve(tmp_path: Path, *extra: str) -> Served:
     assert process.stdout is not None
     url = token = None
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and url is None or (token is None and "--no-token" not in extra):
+    wants_token = "--no-token" not in extra
+    while time.monotonic() < deadline and (url is None or (wants_token and token is None)):
         line = process.stdout.readline()
         if not line:
-            raise AssertionError(f"ahp serve exited early: {process.stderr.read() if process.stderr else ''}")
+            raise AssertionError(
+                f"ahp serve exited early: {process.stderr.read() if process.stderr else ''}"
+            )
         if match := re.search(r"listening on (ws://\S+)", line):
             url = match.group(1)
         if match := re.search(r"connection token: (\S+)", line):
             token = match.group(1)
-        if url and "--no-token" in extra:
-            break
     assert url is not None
     return Served(process, url, token)
 
@@ -116,7 +123,16 @@ async def test_serve_answers_initialize_and_ping_and_stops_on_sigterm(tmp_path):
     try:
         assert served.url.startswith("ws://127.0.0.1:")
         async with connect(f"{served.url}?token={served.token}") as ws:
-            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"channel": "ahp-root://"}}))
+            await ws.send(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": 1,
+                        "method": "ping",
+                        "params": {"channel": "ahp-root://"},
+                    }
+                )
+            )
             assert json.loads(await ws.recv()) == {"jsonrpc": "2.0", "id": 1, "result": None}
             await ws.send(
                 json.dumps(
@@ -124,7 +140,11 @@ async def test_serve_answers_initialize_and_ping_and_stops_on_sigterm(tmp_path):
                         "jsonrpc": "2.0",
                         "id": 2,
                         "method": "initialize",
-                        "params": {"channel": "ahp-root://", "protocolVersions": ["0.9.0", "1.0.0"], "clientId": "cli-test"},
+                        "params": {
+                            "channel": "ahp-root://",
+                            "protocolVersions": ["0.9.0", "1.0.0"],
+                            "clientId": "cli-test",
+                        },
                     }
                 )
             )

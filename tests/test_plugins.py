@@ -55,14 +55,18 @@ MISSPELLED = """
 def site(tmp_path, monkeypatch):
     """A temporary site directory on sys.path holding a few plugin distributions."""
     root = tmp_path / "site"
-    make_distribution(root, "ahp-good", "1.2.3", {"good": "ahp_good_plugin"}, {"ahp_good_plugin": GOOD})
+    make_distribution(
+        root, "ahp-good", "1.2.3", {"good": "ahp_good_plugin"}, {"ahp_good_plugin": GOOD}
+    )
     make_distribution(
         root, "ahp-other", "0.4.0", {"other": "ahp_other_plugin"}, {"ahp_other_plugin": OTHER}
     )
     monkeypatch.syspath_prepend(str(root))
     importlib.invalidate_caches()
     yield root
-    for name in [m for m in sys.modules if m.startswith(("ahp_good", "ahp_other", "ahp_broken", "ahp_typo"))]:
+    for name in [
+        m for m in sys.modules if m.startswith(("ahp_good", "ahp_other", "ahp_broken", "ahp_typo"))
+    ]:
         del sys.modules[name]
 
 
@@ -110,17 +114,21 @@ def test_cli_options_win_over_the_environment(site):
 
 
 def test_protocol_only_loads_the_essentials_alone(site):
-    manager = PluginManager(plugins=[("explicit", object())], selection=Selection(protocol_only=True))
+    manager = PluginManager(
+        plugins=[("explicit", object())], selection=Selection(protocol_only=True)
+    )
     assert manager.load().names() == ["core"]
 
 
 def test_disabling_an_essential_plugin_is_refused_by_name(site):
-    with pytest.raises(PluginError, match="cannot disable essential plugin.*core"):
+    with pytest.raises(PluginError, match=r"cannot disable essential plugin.*core"):
         PluginManager(selection=Selection.from_options(env={"AHP_DISABLE_PLUGINS": "core"})).load()
 
 
 def test_a_broken_plugin_is_reported_and_left_out(site):
-    make_distribution(site, "ahp-broken", "0.0.1", {"broken": "ahp_broken_plugin"}, {"ahp_broken_plugin": BROKEN})
+    make_distribution(
+        site, "ahp-broken", "0.0.1", {"broken": "ahp_broken_plugin"}, {"ahp_broken_plugin": BROKEN}
+    )
     importlib.invalidate_caches()
     manager = load()
     assert "broken" not in manager.names()
@@ -144,9 +152,11 @@ def test_a_plugin_that_fails_to_register_is_reported_and_left_out():
 
 
 def test_a_misspelled_hook_is_an_error_naming_it(site):
-    make_distribution(site, "ahp-typo", "0.0.1", {"typo": "ahp_typo_plugin"}, {"ahp_typo_plugin": MISSPELLED})
+    make_distribution(
+        site, "ahp-typo", "0.0.1", {"typo": "ahp_typo_plugin"}, {"ahp_typo_plugin": MISSPELLED}
+    )
     importlib.invalidate_caches()
-    with pytest.raises(PluginError, match="typo.*ahp_backendz"):
+    with pytest.raises(PluginError, match=r"typo.*ahp_backendz"):
         load()
 
 
@@ -205,7 +215,7 @@ async def test_two_plugins_declaring_one_config_key_is_an_error_naming_both():
             return {"shared": {"type": "string"}}
 
     manager = PluginManager(plugins=[("first", A()), ("second", B())], entry_points=False)
-    with pytest.raises(PluginError, match="'shared'.*'first'.*'second'"):
+    with pytest.raises(PluginError, match=r"'shared'.*'first'.*'second'"):
         await Host(manager, HostSettings(sessions="memory")).start()
 
 

@@ -47,8 +47,11 @@ def test_counters_stay_integers_through_the_models():
     from ahpcore.protocol import models
 
     envelope = models.ActionEnvelope.model_validate(
-        {"channel": "ahp-root://", "action": {"type": "root/activeSessionsChanged",
-                                               "activeSessions": 2}, "serverSeq": 7}
+        {
+            "channel": "ahp-root://",
+            "action": {"type": "root/activeSessionsChanged", "activeSessions": 2},
+            "serverSeq": 7,
+        }
     )
     dumped = envelope.model_dump(mode="json", by_alias=True, exclude_unset=True)
     assert dumped["serverSeq"] == 7 and isinstance(dumped["serverSeq"], int)

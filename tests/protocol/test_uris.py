@@ -25,7 +25,9 @@ def test_session_uri_round_trip():
     assert uris.parse_session_uri(uris.alias_uri(SID)).is_alias
 
 
-@pytest.mark.parametrize("bad", ["", "no-scheme", "claude:", "claude:/", "claude:/a/b", "ahp-root://"])
+@pytest.mark.parametrize(
+    "bad", ["", "no-scheme", "claude:", "claude:/", "claude:/a/b", "ahp-root://"]
+)
 def test_malformed_session_uris_are_refused_by_name(bad):
     with pytest.raises(ValueError, match=r"session URI|channel"):
         uris.parse_session_uri(bad)
@@ -48,7 +50,8 @@ def test_default_chat_round_trips_any_session_spelling(text):
 
 
 @pytest.mark.parametrize(
-    "garbage", ["", "ahp-chat://", "ahp-chat://default", "ahp-chat://default/!!!", "ahp-chat://default/YQ"]
+    "garbage",
+    ["", "ahp-chat://", "ahp-chat://default", "ahp-chat://default/!!!", "ahp-chat://default/YQ"],
 )
 def test_garbage_is_not_a_default_chat(garbage):
     assert uris.session_of_default_chat(garbage) is None
