@@ -27,7 +27,7 @@ from ahpcore.protocol.errors import (
     SESSION_NOT_FOUND,
     ProtocolError,
 )
-from ahpcore.sessions import composer
+from ahpcore.sessions import composer, moves
 from ahpcore.sessions import state as states
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import Cursors, page
@@ -73,6 +73,7 @@ class SessionManager:
             "createChat": self.create_chat,
             "disposeChat": self.dispose_chat,
             "fetchTurns": self.fetch_turns,
+            "moveChat": self.move_chat,
             "authenticate": self.auth.authenticate,
             "completions": self.completions,
             "resolveSessionConfig": self.resolve_session_config,
@@ -116,14 +117,17 @@ class SessionManager:
     def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
         return self.engine.apply(uri, action)
 
+    async def move_chat(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        return await moves.move_chat(self, client, params)
+
     # -- finding sessions and chats ---------------------------------------------
-    def _session_by_uri(self, uri: str) -> LiveSession | None:
+    def session_by_uri(self, uri: str) -> LiveSession | None:
         try:
             return self.sessions.get(uris.session_id_of(uri))
         except ValueError:
             return None
 
-    def _chat_by_uri(self, uri: str) -> LiveChat | None:
+    def chat_by_uri(self, uri: str) -> LiveChat | None:
         for session in self.sessions.values():
             chat = session.chats.get(uri)
             if chat is not None:
@@ -132,12 +136,12 @@ class SessionManager:
 
     def _resolve(self, uri: str) -> str | None:
         """Every spelling of a session or its default chat -> the URI the host holds it under."""
-        session = self._session_by_uri(uri)
+        session = self.session_by_uri(uri)
         if session is not None:
             return session.uri
         encoded = uris.session_of_default_chat(uri)
         if encoded is not None:
-            session = self._session_by_uri(encoded)
+            session = self.session_by_uri(encoded)
             return session.state.get("defaultChat") if session else None
         if uris.is_chat_uri(uri) and not uri.startswith("ahp-chat://"):
             session = self.sessions.get(uri.split(":", 1)[1].lstrip("/"))
@@ -207,12 +211,12 @@ class SessionManager:
         }
         await self.store.put(session.id, record)
 
-    def _save_soon(self, session: LiveSession) -> None:
+    def save_soon(self, session: LiveSession) -> None:
         if self.store is not None:
             self.host.spawn(self._save, session)
 
     async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        rows = [self._summary(session) for session in self.sessions.values()]
+        rows = [self.summary(session) for session in self.sessions.values()]
         for session_id, (backend, row) in (await self._catalogue()).items():
             if session_id in self.sessions:
                 continue
@@ -240,7 +244,7 @@ class SessionManager:
             summary["workingDirectories"] = list(row.working_directories)
         return summary
 
-    def _summary(self, session: LiveSession) -> dict[str, Any]:
+    def summary(self, session: LiveSession) -> dict[str, Any]:
         return states.session_summary(
             session.uri,
             session.state,
@@ -248,7 +252,7 @@ class SessionManager:
             modified_at=session.modified_at,
         )
 
-    def _announce_count(self) -> None:
+    def announce_count(self) -> None:
         self.apply(
             uris.ROOT_CHANNEL,
             {"type": "root/activeSessionsChanged", "activeSessions": len(self.sessions)},
@@ -309,9 +313,9 @@ class SessionManager:
                 },
             )
         await self._save(session)
-        session.last_summary = self._summary(session)
+        session.last_summary = self.summary(session)
         self.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})
-        self._announce_count()
+        self.announce_count()
         if isinstance(token, str):
             self.engine.progress(client, token, 2, 2, "ready")
 
@@ -397,8 +401,8 @@ class SessionManager:
         for stored in record.get("chats", []):
             if stored.get("uri") == chat.uri and "draft" in stored:
                 chat.channel.state = {**chat.state, "draft": stored["draft"]}
-        session.last_summary = self._summary(session)
-        self._announce_count()
+        session.last_summary = self.summary(session)
+        self.announce_count()
         return session
 
     async def _rebuild(self, chat: LiveChat) -> None:
@@ -414,11 +418,11 @@ class SessionManager:
 
     async def dispose_session(self, client: Client, params: dict[str, Any]) -> None:
         uri = params["channel"]
-        session = self._session_by_uri(uri)
+        session = self.session_by_uri(uri)
         if session is None:
             session = await self._reopen_for(uri)
         for chat in list(session.chats.values()):
-            await self._stop_chat(chat)
+            await self.stop_chat(chat)
         backend = session.backend
         if backend.abilities.delete:
             for chat in session.chats.values():
@@ -434,7 +438,7 @@ class SessionManager:
         if self.store is not None:
             await self.store.delete(session.id)
         self.engine.notify_root("root/sessionRemoved", {"session": session.uri})
-        self._announce_count()
+        self.announce_count()
 
     async def _reopen_for(self, uri: str) -> LiveSession:
         try:
@@ -446,7 +450,7 @@ class SessionManager:
             raise ProtocolError(SESSION_NOT_FOUND, f"no session {uri} on this host")
         return session
 
-    async def _stop_chat(self, chat: LiveChat) -> None:
+    async def stop_chat(self, chat: LiveChat) -> None:
         if chat.turn_scope is not None:
             chat.turn_scope.cancel()
         for ask in list(chat.session.asks.values()):
@@ -462,7 +466,7 @@ class SessionManager:
 
     # -- chats --------------------------------------------------------------------
     async def create_chat(self, client: Client, params: dict[str, Any]) -> None:
-        session = self._session_by_uri(params["channel"]) or await self._reopen_for(
+        session = self.session_by_uri(params["channel"]) or await self._reopen_for(
             params["channel"]
         )
         uri = params["chat"]
@@ -474,7 +478,7 @@ class SessionManager:
         fork_from = side_of = None
         backend = session.backend
         if isinstance(source, dict):
-            source_chat = self._chat_by_uri(self.engine.canonical(source["chat"]))
+            source_chat = self.chat_by_uri(self.engine.canonical(source["chat"]))
             if source_chat is None or source_chat.session is not session:
                 raise ProtocolError(
                     INVALID_PARAMS, f"params.source.chat: no chat {source['chat']} in {session.uri}"
@@ -532,7 +536,7 @@ class SessionManager:
         self.apply(
             session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)}
         )
-        self._save_soon(session)
+        self.save_soon(session)
         message = params.get("initialMessage")
         if isinstance(message, dict):
             turn_id = str(uuid.uuid4())
@@ -549,7 +553,7 @@ class SessionManager:
 
     async def dispose_chat(self, client: Client, params: dict[str, Any]) -> None:
         uri = self.engine.canonical(params["channel"])
-        chat = self._chat_by_uri(uri)
+        chat = self.chat_by_uri(uri)
         if chat is None:
             raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
         session = chat.session
@@ -558,7 +562,7 @@ class SessionManager:
                 INVALID_PARAMS,
                 f"{params['channel']} is the last chat of {session.uri}: dispose the session instead",
             )
-        await self._stop_chat(chat)
+        await self.stop_chat(chat)
         if session.backend.abilities.delete and chat.uri != session.state.get("defaultChat"):
             try:
                 await session.backend.delete(chat.backend_id)
@@ -575,11 +579,11 @@ class SessionManager:
                 session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor}
             )
         self.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
-        self._save_soon(session)
+        self.save_soon(session)
 
     async def fetch_turns(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         channel = await self.engine.open_channel(params["channel"])
-        chat = self._chat_by_uri(channel.uri) if channel is not None else None
+        chat = self.chat_by_uri(channel.uri) if channel is not None else None
         if chat is None:
             raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
         older = chat.older_turns
@@ -601,8 +605,8 @@ class SessionManager:
     # -- the composer ------------------------------------------------------------
     async def completions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         channel = await self.engine.open_channel(params["channel"])
-        session = self._session_by_uri(channel.uri) if channel is not None else None
-        chat = self._chat_by_uri(channel.uri) if channel is not None else None
+        session = self.session_by_uri(channel.uri) if channel is not None else None
+        chat = self.chat_by_uri(channel.uri) if channel is not None else None
         session = session or (chat.session if chat else None)
         if session is None:
             raise ProtocolError(
@@ -759,7 +763,7 @@ class SessionManager:
         if chat.state.get("activity"):
             self.apply(chat.uri, {"type": "chat/activityChanged"})
         session.modified_at = states.now_iso()
-        self._save_soon(session)
+        self.save_soon(session)
         self._take_next(chat)
 
     def _apply_if_live(
@@ -800,13 +804,13 @@ class SessionManager:
 
     # -- client actions ---------------------------------------------------------
     def _chat_of(self, dispatch: Dispatch) -> LiveChat:
-        chat = self._chat_by_uri(dispatch.channel.uri)
+        chat = self.chat_by_uri(dispatch.channel.uri)
         if chat is None:
             raise Refused(f"{dispatch.channel.uri} is not a chat this host runs")
         return chat
 
     def _session_of(self, dispatch: Dispatch) -> LiveSession:
-        session = self._session_by_uri(dispatch.channel.uri)
+        session = self.session_by_uri(dispatch.channel.uri)
         if session is None:
             raise Refused(f"{dispatch.channel.uri} is not a session this host runs")
         return session
@@ -919,9 +923,9 @@ class SessionManager:
             # Archiving the default chat is archiving the session.
             archived = dispatch.action["isArchived"]
             self.apply(session.uri, {"type": "session/isArchivedChanged", "isArchived": archived})
-            self._save_soon(session)
+            self.save_soon(session)
             return None
-        dispatch.after.append(lambda: self._save_soon(session))
+        dispatch.after.append(lambda: self.save_soon(session))
         return dispatch.action
 
     async def _title_changed(self, dispatch: Dispatch) -> dict[str, Any]:
@@ -929,7 +933,7 @@ class SessionManager:
         if not isinstance(title, str) or not title.strip():
             raise Refused("a session's title cannot be blank")
         session = self._session_of(dispatch)
-        dispatch.after.append(lambda: self._save_soon(session))
+        dispatch.after.append(lambda: self.save_soon(session))
         return {**dispatch.action, "title": title.strip()}
 
     async def _active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:
@@ -940,24 +944,24 @@ class SessionManager:
         return {**dispatch.action, "activeClient": active}
 
     async def _remember(self, dispatch: Dispatch) -> dict[str, Any]:
-        owner = self._session_by_uri(dispatch.channel.uri)
+        owner = self.session_by_uri(dispatch.channel.uri)
         if owner is None:
-            chat = self._chat_by_uri(dispatch.channel.uri)
+            chat = self.chat_by_uri(dispatch.channel.uri)
             owner = chat.session if chat else None
         if owner is not None:
             session = owner
-            dispatch.after.append(lambda: self._save_soon(session))
+            dispatch.after.append(lambda: self.save_soon(session))
         return dispatch.action
 
     # -- following changes ------------------------------------------------------
     def _changed(self, channel: Channel, action: dict[str, Any], before: dict[str, Any]) -> None:
         if channel.kind == "chat":
-            chat = self._chat_by_uri(channel.uri)
+            chat = self.chat_by_uri(channel.uri)
             if chat is not None:
                 self._sync_row(chat)
                 self._sync_summary(chat.session)
         elif channel.kind == "session":
-            session = self._session_by_uri(channel.uri)
+            session = self.session_by_uri(channel.uri)
             if session is not None and session.channel is channel:
                 self._sync_summary(session)
 
@@ -983,7 +987,7 @@ class SessionManager:
     def _sync_summary(self, session: LiveSession) -> None:
         if session.last_summary is None:
             return
-        summary = self._summary(session)
+        summary = self.summary(session)
         changes = states.summary_changes(session.last_summary, summary)
         if changes:
             session.last_summary = summary
@@ -993,7 +997,7 @@ class SessionManager:
 
     # -- clients coming and going -------------------------------------------------
     def _unsubscribed(self, client: Client, uri: str) -> None:
-        session = self._session_by_uri(uri)
+        session = self.session_by_uri(uri)
         if session is not None and session.channel.uri == uri:
             self._drop_active_client(session, client)
 
