@@ -207,6 +207,14 @@ class TurnReporter(Protocol):
         """What the chat is doing right now, in a line; None when idle."""
         ...
 
+    def customizations(self, items: Sequence[Mapping[str, JSON]]) -> None:
+        """The session's customizations now (containers with their children), replacing the old."""
+        ...
+
+    def config(self, values: Mapping[str, JSON]) -> None:
+        """Session config values the agent changed itself (a model or effort switch)."""
+        ...
+
 
 @runtime_checkable
 class Agent(Protocol):

@@ -959,6 +959,7 @@ class SessionManager:
             chat = self.chat_by_uri(channel.uri)
             if chat is not None:
                 self._sync_row(chat)
+                self._sync_activity(chat)
                 self._sync_summary(chat.session)
         elif channel.kind == "session":
             session = self.session_by_uri(channel.uri)
@@ -983,6 +984,18 @@ class SessionManager:
             self.apply(
                 session.uri, {"type": "session/chatUpdated", "chat": chat.uri, "changes": changes}
             )
+
+    def _sync_activity(self, chat: LiveChat) -> None:
+        """A session is doing what its default chat is doing; absent means idle."""
+        session = chat.session
+        if session.state.get("defaultChat") != chat.uri:
+            return
+        activity = chat.state.get("activity")
+        if activity != session.state.get("activity"):
+            action: dict[str, Any] = {"type": "session/activityChanged"}
+            if activity:
+                action["activity"] = activity
+            self.apply(session.uri, action)
 
     def _sync_summary(self, session: LiveSession) -> None:
         if session.last_summary is None:

@@ -231,3 +231,12 @@ class TurnRecorder:
 
     def activity(self, activity: str | None) -> None:
         self.chat(_drop_none(type="chat/activityChanged", activity=activity))
+
+    def customizations(self, items: Sequence[Mapping[str, Any]]) -> None:
+        self.session(
+            {"type": "session/customizationsChanged", "customizations": [dict(i) for i in items]}
+        )
+
+    def config(self, values: Mapping[str, Any]) -> None:
+        if values:
+            self.session({"type": "session/configChanged", "config": dict(values)})

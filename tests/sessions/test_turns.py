@@ -291,3 +291,35 @@ async def test_starting_a_turn_while_one_runs_is_refused(session_host):
         assert "already running" in refusal["rejectionReason"]
         backend.release("g")
         await turn_end(client, chat)
+
+
+async def test_activity_shows_on_the_session_and_clears_as_null_on_the_root(session_host):
+    from ahp_scripted import Activity
+
+    rules = Rule(exact="busy", steps=[Activity("Reading files"), Wait(gate="g"), Say("done")])
+    async with session_host(script(rules)) as (running, backend):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client)
+        await start_turn(client, chat, "busy", "t1")
+        busy = await client.recv_until(is_action("session/activityChanged", session))
+        assert busy["params"]["action"]["activity"] == "Reading files"
+        summary = await client.recv_until(
+            lambda f: (
+                f.get("method") == "root/sessionSummaryChanged"
+                and f["params"]["changes"].get("activity") == "Reading files"
+            )
+        )
+        assert summary["params"]["session"] == session
+        backend.release("g")
+        await turn_end(client, chat)
+        cleared = await client.recv_until(
+            lambda f: (
+                f.get("method") == "root/sessionSummaryChanged"
+                and "activity" in f["params"]["changes"]
+                and f["params"]["changes"]["activity"] is None
+            )
+        )
+        assert cleared["params"]["session"] == session
+        state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        assert "activity" not in state
