@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
-from ahpcore.engine.core import Dispatch, Engine, Refused
+from ahpcore.engine.core import Engine
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
@@ -29,14 +29,13 @@ from ahpcore.protocol.errors import (
 )
 from ahpcore.sessions import composer, moves
 from ahpcore.sessions import state as states
+from ahpcore.sessions.actions import ClientActions
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import Cursors, page
 from ahpcore.sessions.contract import (
-    Approval,
     Backend,
     CatalogueRow,
     ChatStart,
-    InputAnswer,
     TurnInput,
 )
 from ahpcore.sessions.live import ChatAsker, LiveChat, LiveSession
@@ -90,29 +89,8 @@ class SessionManager:
         engine.on_unsubscribe(self._unsubscribed)
         engine.on_disconnect(self._disconnected)
         engine.on_reconnect(self._reconnected)
-        actions: dict[str, Callable[[Dispatch], Awaitable[dict[str, Any] | None]]] = {
-            "chat/turnStarted": self._turn_started,
-            "chat/turnCancelled": self._turn_cancelled,
-            "chat/toolCallConfirmed": self._tool_confirmed,
-            "chat/toolCallComplete": self._client_tool_complete,
-            "chat/toolCallResultConfirmed": self._result_confirmed,
-            "chat/inputCompleted": self._input_completed,
-            "chat/pendingMessageSet": self._pending_set,
-            "chat/truncated": self._truncated,
-            "chat/turnResume": self._turn_resume,
-            "chat/isArchivedChanged": self._chat_archived,
-            "session/titleChanged": self._title_changed,
-            "session/activeClientSet": self._active_client_set,
-        }
-        for action_type, action_handler in actions.items():
-            engine.on_action(action_type, action_handler)
-        for action_type in (
-            "chat/draftChanged",
-            "chat/isReadChanged",
-            "session/isReadChanged",
-            "session/isArchivedChanged",
-        ):
-            engine.on_action(action_type, self._remember)
+        for action_type, handler in ClientActions(self).handlers().items():
+            engine.on_action(action_type, handler)
 
     def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
         return self.engine.apply(uri, action)
@@ -549,7 +527,7 @@ class SessionManager:
                     "message": message,
                 },
             )
-            self.host.spawn(self._run_turn, chat, turn_id, message)
+            self.host.spawn(self.run_turn, chat, turn_id, message)
 
     async def dispose_chat(self, client: Client, params: dict[str, Any]) -> None:
         uri = self.engine.canonical(params["channel"])
@@ -696,7 +674,7 @@ class SessionManager:
                 tools.append({**tool, "name": f"{active['clientId']}__{tool['name']}"})
         return tools
 
-    async def _run_turn(self, chat: LiveChat, turn_id: str, message: dict[str, Any]) -> None:
+    async def run_turn(self, chat: LiveChat, turn_id: str, message: dict[str, Any]) -> None:
         session = chat.session
         if not session.state.get("title", "").strip():
             first_line = message.get("text", "").strip().splitlines()
@@ -764,7 +742,7 @@ class SessionManager:
             self.apply(chat.uri, {"type": "chat/activityChanged"})
         session.modified_at = states.now_iso()
         self.save_soon(session)
-        self._take_next(chat)
+        self.take_next(chat)
 
     def _apply_if_live(
         self, chat: LiveChat, action: dict[str, Any], uri: str | None = None
@@ -779,7 +757,7 @@ class SessionManager:
             return
         self.apply(uri or chat.uri, action)
 
-    def _take_next(self, chat: LiveChat) -> None:
+    def take_next(self, chat: LiveChat) -> None:
         """Start the next waiting message, steering first, then the queue in order."""
         if chat.state.get("activeTurn") is not None or chat.uri not in chat.session.chats:
             return
@@ -800,158 +778,7 @@ class SessionManager:
                 "queuedMessageId": pending["id"],
             },
         )
-        self.host.spawn(self._run_turn, chat, turn_id, pending["message"])
-
-    # -- client actions ---------------------------------------------------------
-    def _chat_of(self, dispatch: Dispatch) -> LiveChat:
-        chat = self.chat_by_uri(dispatch.channel.uri)
-        if chat is None:
-            raise Refused(f"{dispatch.channel.uri} is not a chat this host runs")
-        return chat
-
-    def _session_of(self, dispatch: Dispatch) -> LiveSession:
-        session = self.session_by_uri(dispatch.channel.uri)
-        if session is None:
-            raise Refused(f"{dispatch.channel.uri} is not a session this host runs")
-        return session
-
-    async def _turn_started(self, dispatch: Dispatch) -> dict[str, Any]:
-        chat = self._chat_of(dispatch)
-        if chat.state.get("activeTurn") is not None:
-            raise Refused("a turn is already running in this chat: queue the message instead")
-        if chat.state.get("interactivity") in ("read-only", "hidden"):
-            raise Refused(f"{chat.uri} is read-only")
-        action = dispatch.action
-        self.host.spawn(self._run_turn, chat, action["turnId"], action["message"])
-        return action
-
-    async def _turn_cancelled(self, dispatch: Dispatch) -> dict[str, Any]:
-        chat = self._chat_of(dispatch)
-        action = dispatch.action
-        active = chat.state.get("activeTurn")
-        if active is None or active.get("id") != action["turnId"] or chat.turn_scope is None:
-            return action  # stops nothing, so changes nothing: answered to its sender alone
-        chat.turn_scope.cancel()
-        duration = int((time.monotonic() - chat.turn_started) * 1000)
-        return {**action, "duration": duration}
-
-    def _ask(self, dispatch: Dispatch, ask_id: str, kind: str) -> Any:
-        session = self._chat_of(dispatch).session
-        ask = session.asks.get(ask_id)
-        return ask if ask is not None and ask.kind == kind else None
-
-    async def _tool_confirmed(self, dispatch: Dispatch) -> dict[str, Any]:
-        action = dispatch.action
-        ask = self._ask(dispatch, action["toolCallId"], "toolConfirmation")
-        if ask is not None:
-            approved = action.get("approved") is True
-            suggestion = action.get("userSuggestion")
-            dispatch.after.append(
-                lambda: ask.settle(
-                    Approval(
-                        approved=approved,
-                        edited_input=action.get("editedToolInput"),
-                        reason=action.get("reason"),
-                        suggestion=suggestion.get("text") if isinstance(suggestion, dict) else None,
-                    )
-                )
-            )
-        return action
-
-    async def _client_tool_complete(self, dispatch: Dispatch) -> dict[str, Any]:
-        action = dispatch.action
-        ask = self._ask(dispatch, action["toolCallId"], "toolClientExecution")
-        if ask is None:
-            raise Refused(f"no client tool call {action['toolCallId']} is waiting for a result")
-        if ask.client_id != dispatch.client.client_id:
-            raise Refused(
-                f"only client {ask.client_id}, which runs tool call {action['toolCallId']}, may complete it"
-            )
-        dispatch.after.append(lambda: ask.settle(dict(action["result"])))
-        return action
-
-    async def _result_confirmed(self, dispatch: Dispatch) -> None:
-        raise Refused(
-            "this host never completes a tool call with requiresResultConfirmation, "
-            "so there is no result to confirm"
-        )
-
-    async def _input_completed(self, dispatch: Dispatch) -> dict[str, Any]:
-        action = dispatch.action
-        ask = self._ask(dispatch, action["requestId"], "chatInput")
-        if ask is not None:
-            synced = {}
-            for entry in self._chat_of(dispatch).session.state.get("inputNeeded", []):
-                if entry.get("id") == action["requestId"]:
-                    synced = entry.get("request", {}).get("answers", {})
-            answers = action.get("answers") or synced
-            dispatch.after.append(lambda: ask.settle(InputAnswer(action["response"], answers)))
-        return action
-
-    async def _pending_set(self, dispatch: Dispatch) -> dict[str, Any]:
-        chat = self._chat_of(dispatch)
-        dispatch.after.append(lambda: self._take_next(chat))
-        return dispatch.action
-
-    async def _truncated(self, dispatch: Dispatch) -> dict[str, Any]:
-        chat = self._chat_of(dispatch)
-        backend = chat.session.backend
-        if not backend.abilities.truncate:
-            raise Refused(f"the {backend.provider} backend cannot truncate a conversation")
-        if chat.state.get("activeTurn") is not None:
-            raise Refused("a turn is running: cancel it before truncating")
-        turn_id = dispatch.action.get("turnId")
-        known = [turn.get("id") for turn in chat.older_turns + chat.state.get("turns", [])]
-        if turn_id is not None and turn_id not in known:
-            raise Refused(f"{chat.uri} has no turn {turn_id!r}")
-        await backend.truncate(chat.backend_id, turn_id)
-        if turn_id is None:
-            chat.older_turns = []
-        elif turn_id in [turn.get("id") for turn in chat.older_turns]:
-            keep = [turn.get("id") for turn in chat.older_turns].index(turn_id) + 1
-            chat.older_turns = chat.older_turns[:keep]
-        return dispatch.action
-
-    async def _turn_resume(self, dispatch: Dispatch) -> None:
-        backend = self._chat_of(dispatch).session.backend
-        raise Refused(f"chat/turnResume is not served for the {backend.provider} backend yet")
-
-    async def _chat_archived(self, dispatch: Dispatch) -> dict[str, Any] | None:
-        chat = self._chat_of(dispatch)
-        session = chat.session
-        if session.state.get("defaultChat") == chat.uri:
-            # Archiving the default chat is archiving the session.
-            archived = dispatch.action["isArchived"]
-            self.apply(session.uri, {"type": "session/isArchivedChanged", "isArchived": archived})
-            self.save_soon(session)
-            return None
-        dispatch.after.append(lambda: self.save_soon(session))
-        return dispatch.action
-
-    async def _title_changed(self, dispatch: Dispatch) -> dict[str, Any]:
-        title = dispatch.action.get("title", "")
-        if not isinstance(title, str) or not title.strip():
-            raise Refused("a session's title cannot be blank")
-        session = self._session_of(dispatch)
-        dispatch.after.append(lambda: self.save_soon(session))
-        return {**dispatch.action, "title": title.strip()}
-
-    async def _active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:
-        self._session_of(dispatch)
-        active = dict(dispatch.action["activeClient"])
-        # Announced under the id the client introduced itself with, not the payload's.
-        active["clientId"] = dispatch.client.client_id or active.get("clientId", "")
-        return {**dispatch.action, "activeClient": active}
-
-    async def _remember(self, dispatch: Dispatch) -> dict[str, Any]:
-        owner = self.session_by_uri(dispatch.channel.uri)
-        if owner is None:
-            chat = self.chat_by_uri(dispatch.channel.uri)
-            owner = chat.session if chat else None
-        if owner is not None:
-            session = owner
-            dispatch.after.append(lambda: self.save_soon(session))
-        return dispatch.action
+        self.host.spawn(self.run_turn, chat, turn_id, pending["message"])
 
     # -- following changes ------------------------------------------------------
     def _changed(self, channel: Channel, action: dict[str, Any], before: dict[str, Any]) -> None:

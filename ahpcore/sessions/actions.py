@@ -1,0 +1,196 @@
+"""The client actions that need more than a reducer: starting and cancelling turns,
+answering questions, client tool results, titles, bits the store keeps.
+
+Each handler runs before the engine applies the action: it may refuse it,
+rewrite it, or queue work that follows it (``dispatch.after``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ahpcore.engine.core import Dispatch, Refused
+from ahpcore.sessions.contract import Approval, InputAnswer
+from ahpcore.sessions.live import LiveChat, LiveSession
+
+if TYPE_CHECKING:
+    from ahpcore.sessions.manager import SessionManager
+
+
+class ClientActions:
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+
+    def handlers(self) -> dict[str, Any]:
+        """Action type -> handler, for the engine."""
+        return {
+            "chat/turnStarted": self.turn_started,
+            "chat/turnCancelled": self.turn_cancelled,
+            "chat/toolCallConfirmed": self.tool_confirmed,
+            "chat/toolCallComplete": self.client_tool_complete,
+            "chat/toolCallResultConfirmed": self.result_confirmed,
+            "chat/inputCompleted": self.input_completed,
+            "chat/pendingMessageSet": self.pending_set,
+            "chat/truncated": self.truncated,
+            "chat/turnResume": self.turn_resume,
+            "chat/isArchivedChanged": self.chat_archived,
+            "session/titleChanged": self.title_changed,
+            "session/activeClientSet": self.active_client_set,
+            "chat/draftChanged": self.remember,
+            "chat/isReadChanged": self.remember,
+            "session/isReadChanged": self.remember,
+            "session/isArchivedChanged": self.remember,
+        }
+
+    def chat_of(self, dispatch: Dispatch) -> LiveChat:
+        chat = self.manager.chat_by_uri(dispatch.channel.uri)
+        if chat is None:
+            raise Refused(f"{dispatch.channel.uri} is not a chat this host runs")
+        return chat
+
+    def session_of(self, dispatch: Dispatch) -> LiveSession:
+        session = self.manager.session_by_uri(dispatch.channel.uri)
+        if session is None:
+            raise Refused(f"{dispatch.channel.uri} is not a session this host runs")
+        return session
+
+    async def turn_started(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self.chat_of(dispatch)
+        if chat.state.get("activeTurn") is not None:
+            raise Refused("a turn is already running in this chat: queue the message instead")
+        if chat.state.get("interactivity") in ("read-only", "hidden"):
+            raise Refused(f"{chat.uri} is read-only")
+        action = dispatch.action
+        self.manager.host.spawn(self.manager.run_turn, chat, action["turnId"], action["message"])
+        return action
+
+    async def turn_cancelled(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self.chat_of(dispatch)
+        action = dispatch.action
+        active = chat.state.get("activeTurn")
+        if active is None or active.get("id") != action["turnId"] or chat.turn_scope is None:
+            return action  # stops nothing, so changes nothing: answered to its sender alone
+        chat.turn_scope.cancel()
+        duration = int((time.monotonic() - chat.turn_started) * 1000)
+        return {**action, "duration": duration}
+
+    def ask(self, dispatch: Dispatch, ask_id: str, kind: str) -> Any:
+        session = self.chat_of(dispatch).session
+        ask = session.asks.get(ask_id)
+        return ask if ask is not None and ask.kind == kind else None
+
+    async def tool_confirmed(self, dispatch: Dispatch) -> dict[str, Any]:
+        action = dispatch.action
+        ask = self.ask(dispatch, action["toolCallId"], "toolConfirmation")
+        if ask is not None:
+            approved = action.get("approved") is True
+            suggestion = action.get("userSuggestion")
+            dispatch.after.append(
+                lambda: ask.settle(
+                    Approval(
+                        approved=approved,
+                        edited_input=action.get("editedToolInput"),
+                        reason=action.get("reason"),
+                        suggestion=suggestion.get("text") if isinstance(suggestion, dict) else None,
+                    )
+                )
+            )
+        return action
+
+    async def client_tool_complete(self, dispatch: Dispatch) -> dict[str, Any]:
+        action = dispatch.action
+        ask = self.ask(dispatch, action["toolCallId"], "toolClientExecution")
+        if ask is None:
+            raise Refused(f"no client tool call {action['toolCallId']} is waiting for a result")
+        if ask.client_id != dispatch.client.client_id:
+            raise Refused(
+                f"only client {ask.client_id}, which runs tool call {action['toolCallId']}, may complete it"
+            )
+        dispatch.after.append(lambda: ask.settle(dict(action["result"])))
+        return action
+
+    async def result_confirmed(self, dispatch: Dispatch) -> None:
+        raise Refused(
+            "this host never completes a tool call with requiresResultConfirmation, "
+            "so there is no result to confirm"
+        )
+
+    async def input_completed(self, dispatch: Dispatch) -> dict[str, Any]:
+        action = dispatch.action
+        ask = self.ask(dispatch, action["requestId"], "chatInput")
+        if ask is not None:
+            synced = {}
+            for entry in self.chat_of(dispatch).session.state.get("inputNeeded", []):
+                if entry.get("id") == action["requestId"]:
+                    synced = entry.get("request", {}).get("answers", {})
+            answers = action.get("answers") or synced
+            dispatch.after.append(lambda: ask.settle(InputAnswer(action["response"], answers)))
+        return action
+
+    async def pending_set(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self.chat_of(dispatch)
+        dispatch.after.append(lambda: self.manager.take_next(chat))
+        return dispatch.action
+
+    async def truncated(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self.chat_of(dispatch)
+        backend = chat.session.backend
+        if not backend.abilities.truncate:
+            raise Refused(f"the {backend.provider} backend cannot truncate a conversation")
+        if chat.state.get("activeTurn") is not None:
+            raise Refused("a turn is running: cancel it before truncating")
+        turn_id = dispatch.action.get("turnId")
+        known = [turn.get("id") for turn in chat.older_turns + chat.state.get("turns", [])]
+        if turn_id is not None and turn_id not in known:
+            raise Refused(f"{chat.uri} has no turn {turn_id!r}")
+        await backend.truncate(chat.backend_id, turn_id)
+        if turn_id is None:
+            chat.older_turns = []
+        elif turn_id in [turn.get("id") for turn in chat.older_turns]:
+            keep = [turn.get("id") for turn in chat.older_turns].index(turn_id) + 1
+            chat.older_turns = chat.older_turns[:keep]
+        return dispatch.action
+
+    async def turn_resume(self, dispatch: Dispatch) -> None:
+        backend = self.chat_of(dispatch).session.backend
+        raise Refused(f"chat/turnResume is not served for the {backend.provider} backend yet")
+
+    async def chat_archived(self, dispatch: Dispatch) -> dict[str, Any] | None:
+        chat = self.chat_of(dispatch)
+        session = chat.session
+        if session.state.get("defaultChat") == chat.uri:
+            # Archiving the default chat is archiving the session.
+            archived = dispatch.action["isArchived"]
+            self.manager.apply(
+                session.uri, {"type": "session/isArchivedChanged", "isArchived": archived}
+            )
+            self.manager.save_soon(session)
+            return None
+        dispatch.after.append(lambda: self.manager.save_soon(session))
+        return dispatch.action
+
+    async def title_changed(self, dispatch: Dispatch) -> dict[str, Any]:
+        title = dispatch.action.get("title", "")
+        if not isinstance(title, str) or not title.strip():
+            raise Refused("a session's title cannot be blank")
+        session = self.session_of(dispatch)
+        dispatch.after.append(lambda: self.manager.save_soon(session))
+        return {**dispatch.action, "title": title.strip()}
+
+    async def active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:
+        self.session_of(dispatch)
+        active = dict(dispatch.action["activeClient"])
+        # Announced under the id the client introduced itself with, not the payload's.
+        active["clientId"] = dispatch.client.client_id or active.get("clientId", "")
+        return {**dispatch.action, "activeClient": active}
+
+    async def remember(self, dispatch: Dispatch) -> dict[str, Any]:
+        owner = self.manager.session_by_uri(dispatch.channel.uri)
+        if owner is None:
+            chat = self.manager.chat_by_uri(dispatch.channel.uri)
+            owner = chat.session if chat else None
+        if owner is not None:
+            session = owner
+            dispatch.after.append(lambda: self.manager.save_soon(session))
+        return dispatch.action
