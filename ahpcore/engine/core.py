@@ -251,7 +251,7 @@ class Engine:
         if action_type not in reducers.CLIENT_DISPATCHABLE:
             return refuse(f"{action_type} is the host's to say: a client cannot claim it happened")
         try:
-            check_action(action)
+            action = check_action(action)
         except ProtocolError as error:
             return refuse(error.message)
         channel = await self.open_channel(spelling)

@@ -93,7 +93,13 @@ def action_models(module: ModuleType = models) -> dict[str, tuple[type[BaseModel
 
 
 def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
-    """Validate one state action by its ``type``; ProtocolError names what is wrong."""
+    """Validate one state action by its ``type`` and return it as the protocol reads it.
+
+    What comes back is the model's own dump: keys the protocol does not declare
+    are dropped and lax values ("false", "5") become what they mean, so an
+    action is reduced and relayed exactly as every client will read it.
+    ProtocolError names what is wrong.
+    """
     if not isinstance(action, dict):
         raise ProtocolError(INVALID_PARAMS, f"{prefix} must be an object")
     kind = action.get("type")
@@ -103,9 +109,9 @@ def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
     failures: list[str] = []
     for model in candidates:
         try:
-            model.model_validate(action)
+            parsed = model.model_validate(action)
         except ValidationError as exc:
             failures.append(_describe(dict(exc.errors(include_url=False)[0]), prefix))
         else:
-            return action
+            return dict(parsed.model_dump(by_alias=True, exclude_unset=True, mode="json"))
     raise ProtocolError(INVALID_PARAMS, f"{kind}: {failures[0]}")

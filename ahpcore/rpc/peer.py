@@ -219,6 +219,9 @@ class Peer:
     async def _serve_notification(self, message: Message) -> None:
         try:
             await self._on_notification(self, message)
+        except ProtocolError as error:
+            # A notification is never answered, not even to refuse it.
+            log.warning("client %s: %s ignored: %s", self.id, message.method, error.message)
         except Exception:
             log.exception("client %s: notification %s failed", self.id, message.method)
 

@@ -130,8 +130,27 @@ class ClientActions:
 
     async def pending_set(self, dispatch: Dispatch) -> dict[str, Any]:
         chat = self.chat_of(dispatch)
-        dispatch.after.append(lambda: self.manager.take_next(chat))
-        return dispatch.action
+        action = dispatch.action
+        agent = chat.agent
+        steer = getattr(agent, "steer", None)
+        if (
+            action["kind"] == "steering"
+            and chat.turn_scope is not None
+            and chat.session.backend.abilities.steering
+            and callable(steer)
+        ):
+            dispatch.after.append(lambda: self._steer(chat, steer, action))
+        else:
+            dispatch.after.append(lambda: self.manager.take_next(chat))
+        return action
+
+    def _steer(self, chat: LiveChat, steer: Any, action: dict[str, Any]) -> None:
+        """Hand a steering message to the running turn; taken, it leaves the pending slot."""
+        if steer(action["message"]):
+            self.manager.apply(
+                chat.uri,
+                {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]},
+            )
 
     async def truncated(self, dispatch: Dispatch) -> dict[str, Any]:
         chat = self.chat_of(dispatch)
@@ -152,9 +171,31 @@ class ClientActions:
             chat.older_turns = chat.older_turns[:keep]
         return dispatch.action
 
-    async def turn_resume(self, dispatch: Dispatch) -> None:
-        backend = self.chat_of(dispatch).session.backend
-        raise Refused(f"chat/turnResume is not served for the {backend.provider} backend yet")
+    async def turn_resume(self, dispatch: Dispatch) -> dict[str, Any]:
+        chat = self.chat_of(dispatch)
+        backend = chat.session.backend
+        if not backend.abilities.turn_resume:
+            raise Refused(f"the {backend.provider} backend cannot resume a turn")
+        turns = chat.state.get("turns") or []
+        last = turns[-1] if turns else None
+        turn_id = dispatch.action["turnId"]
+        if (
+            chat.state.get("activeTurn") is None
+            and last is not None
+            and last.get("id") == turn_id
+            and last.get("state") == "error"
+        ):
+            message = last["message"]
+            # Runs once the reducer has made the turn active again.
+            dispatch.after.append(
+                lambda: self.manager.host.spawn(self._resume, chat, turn_id, message)
+            )
+        return dispatch.action
+
+    async def _resume(self, chat: LiveChat, turn_id: str, message: dict[str, Any]) -> None:
+        active = chat.state.get("activeTurn") or {}
+        if active.get("id") == turn_id:
+            await self.manager.run_turn(chat, turn_id, message, resume=True)
 
     async def chat_archived(self, dispatch: Dispatch) -> dict[str, Any] | None:
         chat = self.chat_of(dispatch)

@@ -85,6 +85,9 @@ class TurnInput:
     config: Mapping[str, JSON] = field(default_factory=dict)
     #: Tools active clients provide as the turn starts, named ``<clientId>__<name>``.
     client_tools: Sequence[Mapping[str, JSON]] = ()
+    #: True when this re-runs the last turn, which ended in a resumable error
+    #: (``chat/turnResume``); the turn keeps its id and what it already said.
+    resume: bool = False
 
     @property
     def text(self) -> str:
@@ -227,6 +230,10 @@ class Agent(Protocol):
     async def close(self) -> None:
         """Stop the agent; the conversation stays wherever the backend keeps it."""
         ...
+
+    # Optional, for a backend with ``abilities.steering``:
+    #   def steer(self, message: Mapping[str, JSON]) -> bool
+    # takes a steering message into the running turn; False leaves it queued.
 
 
 class TranscriptReader(Protocol):

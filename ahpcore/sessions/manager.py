@@ -373,15 +373,56 @@ class SessionManager:
             dict(record.get("config") or {}),
             record=record,
         )
-        chat = session.chats[session.state["defaultChat"]]
-        chat.existing = True
-        await self._rebuild(chat)
+        default = session.chats[session.state["defaultChat"]]
+        default.existing = True
+        await self._rebuild(default)
         for stored in record.get("chats", []):
-            if stored.get("uri") == chat.uri and "draft" in stored:
+            chat = (
+                default if stored.get("uri") == default.uri else self._restore_chat(session, stored)
+            )
+            if chat is None:
+                continue
+            if chat is not default:
+                await self._rebuild(chat)
+            if "draft" in stored:
                 chat.channel.state = {**chat.state, "draft": stored["draft"]}
+        order = [
+            stored["uri"]
+            for stored in record.get("chats", [])
+            if stored.get("uri") in session.chats
+        ]
+        if len(order) == len(session.chats) and len(order) > 1:
+            self.apply(session.uri, {"type": "session/chatsReordered", "chats": order})
         session.last_summary = self.summary(session)
         self.announce_count()
         return session
+
+    def _restore_chat(self, session: LiveSession, stored: dict[str, Any]) -> LiveChat | None:
+        """A chat the store says the session had, back under its URI and backend id."""
+        uri, backend_id = stored.get("uri"), stored.get("backendId")
+        if (
+            not isinstance(uri, str)
+            or not isinstance(backend_id, str)
+            or uri in self.engine.channels
+        ):
+            return None
+        chat_state = states.new_chat_state(
+            uri,
+            title=stored.get("title", ""),
+            modified_at=session.modified_at,
+            origin=stored.get("origin"),
+            movable=session.backend.abilities.resume,
+            working_directories=session.working_directories,
+            is_read=stored.get("isRead", True),
+            is_archived=stored.get("isArchived", False),
+        )
+        chat = LiveChat(uri, session, backend_id, self.engine.add_channel(uri, "chat", chat_state))
+        chat.existing = True
+        session.chats[uri] = chat
+        self.apply(
+            session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat_state)}
+        )
+        return chat
 
     async def _rebuild(self, chat: LiveChat) -> None:
         rebuilder = Rebuilder(chat.uri, chat.state)
@@ -674,9 +715,11 @@ class SessionManager:
                 tools.append({**tool, "name": f"{active['clientId']}__{tool['name']}"})
         return tools
 
-    async def run_turn(self, chat: LiveChat, turn_id: str, message: dict[str, Any]) -> None:
+    async def run_turn(
+        self, chat: LiveChat, turn_id: str, message: dict[str, Any], *, resume: bool = False
+    ) -> None:
         session = chat.session
-        if not session.state.get("title", "").strip():
+        if not resume and not session.state.get("title", "").strip():
             first_line = message.get("text", "").strip().splitlines()
             if first_line and first_line[0].strip():
                 self.apply(
@@ -690,6 +733,7 @@ class SessionManager:
             chat_uri=chat.uri,
             asker=ChatAsker(self, chat),
             tool_owner=session.tool_owner,
+            first_part=len((chat.state.get("activeTurn") or {}).get("responseParts", [])) + 1,
         )
         chat.turn_id, chat.turn_started = turn_id, time.monotonic()
         failure: BaseException | None = None
@@ -699,7 +743,7 @@ class SessionManager:
                 await self._start_agent(chat)
                 assert chat.agent is not None
                 config = dict(session.state.get("config", {}).get("values", {}))
-                turn = TurnInput(turn_id, message, config, self._client_tools(session))
+                turn = TurnInput(turn_id, message, config, self._client_tools(session), resume)
                 await chat.agent.run_turn(turn, recorder)
             except Exception as exc:
                 failure = exc
@@ -725,13 +769,16 @@ class SessionManager:
                     "errorType": type(failure).__name__,
                     "message": str(failure) or repr(failure),
                 }
+                part: dict[str, Any] = {"kind": "error", "error": error}
+                if session.backend.abilities.turn_resume:
+                    part["resumable"] = True
                 self.apply(
                     chat.uri,
                     {
                         "type": "chat/error",
                         "turnId": turn_id,
                         "duration": duration,
-                        "part": {"kind": "error", "error": error},
+                        "part": part,
                     },
                 )
             else:

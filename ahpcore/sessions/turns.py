@@ -51,9 +51,14 @@ class TurnRecorder:
     asker: Asker | None = None
     #: Which client provides a tool named ``<clientId>__<name>``.
     tool_owner: Callable[[str], str | None] = lambda name: None
+    #: Where part numbering starts: after the parts a resumed turn already has.
+    first_part: int = 1
     _open: tuple[str, str] | None = None
     _parts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _tools: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._parts = itertools.count(self.first_part)
 
     # -- text -------------------------------------------------------------------
     def _stream(self, kind: str, action_type: str, delta: str) -> None:
