@@ -199,3 +199,40 @@ def add_milliseconds(timestamp: Any, duration: Any) -> str | None:
     except OverflowError:
         return None
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def dispatching(
+    branches: Mapping[str, Callable[[State, Action], Any]],
+) -> Callable[[State, Action], Any]:
+    """A channel's reducer from its branches, one per action type.
+
+    An unknown type returns the state itself, and so does a branch whose result
+    equals what it was given, which is how a no-op is told from a change.
+    """
+
+    def reduce(state: State, action: Action) -> Any:
+        branch = branches.get(str(action.get("type")))
+        if branch is None:
+            return state
+        return keep_if_same(state, branch(state, action))
+
+    return reduce
+
+
+def working_directory_set(state: State, action: Action) -> State:
+    """Add ``action.directory`` to ``workingDirectories`` unless it is there already."""
+    current = as_list(state.get("workingDirectories"))
+    if index_of(current, action.get("directory")) >= 0:
+        return state
+    return assoc(state, "workingDirectories", [*current, action.get("directory")])
+
+
+def working_directory_removed(state: State, action: Action) -> State:
+    """Drop ``action.directory`` from ``workingDirectories`` if it is there."""
+    current = state.get("workingDirectories")
+    if current is None:
+        return state
+    index = index_of(as_list(current), action.get("directory"))
+    if index < 0:
+        return state
+    return assoc(state, "workingDirectories", removed(current, index))

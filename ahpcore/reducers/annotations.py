@@ -8,7 +8,6 @@ set for a known id never reorders.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ._helpers import (
     Action,
@@ -16,8 +15,8 @@ from ._helpers import (
     as_dict,
     as_list,
     assoc,
+    dispatching,
     index_by,
-    keep_if_same,
     removed,
     replaced,
     upsert_by,
@@ -92,9 +91,5 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one annotations action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one annotations action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)

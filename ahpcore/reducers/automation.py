@@ -8,9 +8,8 @@ host answers with ``automation/set``, so they leave the catalogue unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from ._helpers import Action, State, as_list, assoc, index_by, keep_if_same, removed, upsert_by
+from ._helpers import Action, State, as_list, assoc, dispatching, index_by, removed, upsert_by
 
 
 def _removed(state: State, action: Action) -> State:
@@ -33,9 +32,5 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one automation action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one automation action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)

@@ -7,7 +7,6 @@ flags, and the operation list with its per-operation status.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from ._helpers import (
     Action,
@@ -15,11 +14,11 @@ from ._helpers import (
     as_dict,
     as_list,
     assoc,
+    dispatching,
     dissoc,
     get,
     index_by,
     index_of,
-    keep_if_same,
     removed,
     replaced,
     same,
@@ -105,9 +104,5 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one changeset action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one changeset action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)

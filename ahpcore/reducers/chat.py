@@ -28,11 +28,11 @@ from ._helpers import (
     as_list,
     assoc,
     compact,
+    dispatching,
     dissoc,
     get,
     index_by,
     index_of,
-    keep_if_same,
     removed,
     same,
     set_field,
@@ -40,6 +40,8 @@ from ._helpers import (
     truthy,
     upsert_by,
     with_status_flag,
+    working_directory_removed,
+    working_directory_set,
 )
 from ._tool_calls import (
     BLOCKING,
@@ -447,23 +449,6 @@ def _queued_reordered(state: State, action: Action) -> State:
     return assoc(state, "queuedMessages", reordered)
 
 
-def _working_directory_set(state: State, action: Action) -> State:
-    current = as_list(state.get("workingDirectories"))
-    if index_of(current, action.get("directory")) >= 0:
-        return state
-    return assoc(state, "workingDirectories", [*current, action.get("directory")])
-
-
-def _working_directory_removed(state: State, action: Action) -> State:
-    current = state.get("workingDirectories")
-    if current is None:
-        return state
-    index = index_of(as_list(current), action.get("directory"))
-    if index < 0:
-        return state
-    return assoc(state, "workingDirectories", removed(current, index))
-
-
 def _background_work_set(state: State, action: Action) -> State:
     work = as_list(state.get("backgroundWork"))
     return assoc(state, "backgroundWork", upsert_by(work, "id", action.get("work")))
@@ -533,8 +518,8 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
         s, a.get("turnId"), "error", a.get("duration"), STATUS_ERROR, a.get("part")
     ),
     "chat/activityChanged": _field("activity"),
-    "chat/workingDirectorySet": _working_directory_set,
-    "chat/workingDirectoryRemoved": _working_directory_removed,
+    "chat/workingDirectorySet": working_directory_set,
+    "chat/workingDirectoryRemoved": working_directory_removed,
     "chat/toolCallStart": _tool_call_start,
     "chat/toolCallDelta": _on_tool_call(delta_updater, refresh=False),
     "chat/toolCallReady": _on_tool_call(ready_updater, refresh=True),
@@ -566,12 +551,8 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one chat action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one chat action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)
 
 
 __all__ = ["ACTION_TYPES", "reduce"]

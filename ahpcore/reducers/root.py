@@ -7,9 +7,8 @@ session-count and terminal lists, and a merge (or replace) of config values.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from ._helpers import Action, State, as_dict, assoc, keep_if_same, set_field, truthy
+from ._helpers import Action, State, as_dict, assoc, dispatching, set_field, truthy
 
 
 def _config_changed(state: State, action: Action) -> State:
@@ -37,9 +36,5 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one root action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one root action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)

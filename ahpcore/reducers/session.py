@@ -23,10 +23,10 @@ from ._helpers import (
     as_list,
     assoc,
     assoc_many,
+    dispatching,
     get,
     index_by,
     index_of,
-    keep_if_same,
     removed,
     replaced,
     same,
@@ -35,6 +35,8 @@ from ._helpers import (
     truthy,
     upsert_by,
     with_status_flag,
+    working_directory_removed,
+    working_directory_set,
 )
 
 MCP_SERVER = "mcpServer"
@@ -186,23 +188,6 @@ def _active_client_removed(state: State, action: Action) -> State:
     return assoc(state, "activeClients", removed(clients, index))
 
 
-def _working_directory_set(state: State, action: Action) -> State:
-    current = as_list(state.get("workingDirectories"))
-    if index_of(current, action.get("directory")) >= 0:
-        return state
-    return assoc(state, "workingDirectories", [*current, action.get("directory")])
-
-
-def _working_directory_removed(state: State, action: Action) -> State:
-    current = state.get("workingDirectories")
-    if current is None:
-        return state
-    index = index_of(as_list(current), action.get("directory"))
-    if index < 0:
-        return state
-    return assoc(state, "workingDirectories", removed(current, index))
-
-
 def _working_directory_replaced(state: State, action: Action) -> State:
     current = as_list(state.get("workingDirectories"))
     index = index_of(current, action.get("directory"))
@@ -337,8 +322,8 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
     "session/serverToolsChanged": _field("serverTools", "tools"),
     "session/activeClientSet": _active_client_set,
     "session/activeClientRemoved": _active_client_removed,
-    "session/workingDirectorySet": _working_directory_set,
-    "session/workingDirectoryRemoved": _working_directory_removed,
+    "session/workingDirectorySet": working_directory_set,
+    "session/workingDirectoryRemoved": working_directory_removed,
     "session/workingDirectoryReplaced": _working_directory_replaced,
     "session/inputNeededSet": _input_needed_set,
     "session/inputNeededRemoved": _input_needed_removed,
@@ -355,12 +340,8 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one session action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one session action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)
 
 
 __all__ = ["ACTION_TYPES", "reduce"]

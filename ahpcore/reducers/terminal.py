@@ -17,8 +17,8 @@ from ._helpers import (
     assoc,
     assoc_many,
     compact,
+    dispatching,
     get,
-    keep_if_same,
     same,
     set_field,
     truthy,
@@ -100,9 +100,5 @@ _BRANCHES: dict[str, Callable[[State, Action], State]] = {
 ACTION_TYPES = frozenset(_BRANCHES)
 
 
-def reduce(state: State, action: Action) -> Any:
-    """Apply one terminal action; an unknown or no-op action returns *state* itself."""
-    branch = _BRANCHES.get(str(action.get("type")))
-    if branch is None:
-        return state
-    return keep_if_same(state, branch(state, action))
+#: Apply one terminal action; an unknown or no-op action returns the state itself.
+reduce = dispatching(_BRANCHES)
