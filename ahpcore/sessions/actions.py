@@ -37,6 +37,12 @@ class ClientActions:
             "chat/isArchivedChanged": self.chat_archived,
             "session/titleChanged": self.title_changed,
             "session/activeClientSet": self.active_client_set,
+            "session/workingDirectorySet": self.session_directories,
+            "session/workingDirectoryRemoved": self.session_directories,
+            "session/workingDirectoryReplaced": self.session_directories,
+            "chat/workingDirectorySet": self.chat_directories,
+            "chat/workingDirectoryRemoved": self.chat_directories,
+            "session/configChanged": self.config_changed,
             "chat/draftChanged": self.remember,
             "chat/isReadChanged": self.remember,
             "session/isReadChanged": self.remember,
@@ -234,4 +240,66 @@ class ClientActions:
         if owner is not None:
             session = owner
             dispatch.after.append(lambda: self.manager.save_soon(session))
+        return dispatch.action
+
+    async def session_directories(self, dispatch: Dispatch) -> dict[str, Any]:
+        """A session's folders change; its agents start again, resumed, in the new set."""
+        session = self.session_of(dispatch)
+        action = dispatch.action
+        current = list(session.state.get("workingDirectories") or [])
+        if action["type"] == "session/workingDirectoryRemoved" and current[:1] == [
+            action["directory"]
+        ]:
+            raise Refused(
+                "the first working directory is where the agent runs and cannot be removed; "
+                "replace it with session/workingDirectoryReplaced"
+            )
+        if (
+            action["type"] == "session/workingDirectoryReplaced"
+            and action["directory"] not in current
+        ):
+            raise Refused(f"{action['directory']} is not one of the session's working directories")
+        running = [chat.uri for chat in session.chats.values() if chat.turn_scope is not None]
+        if running:
+            raise Refused(f"a turn is running in {running[0]}: the folders change between turns")
+        dispatch.after.append(lambda: self.manager.host.spawn(self._restart_agents, session))
+        return action
+
+    async def _restart_agents(self, session: LiveSession) -> None:
+        session.working_directories = tuple(session.state.get("workingDirectories") or ())
+        for chat in session.chats.values():
+            await self.manager.stop_chat(chat)  # the next turn starts it again, resumed
+        self.manager.save_soon(session)
+
+    async def chat_directories(self, dispatch: Dispatch) -> dict[str, Any]:
+        """A chat holds a subset of its session's folders, never more and never without its first."""
+        chat = self.chat_of(dispatch)
+        action = dispatch.action
+        directory = action["directory"]
+        allowed = list(chat.session.state.get("workingDirectories") or [])
+        if action["type"] == "chat/workingDirectorySet" and directory not in allowed:
+            raise Refused(f"{directory} is not one of the session's working directories")
+        current = list(chat.state.get("workingDirectories") or [])
+        if action["type"] == "chat/workingDirectoryRemoved" and current[:1] == [directory]:
+            raise Refused("a chat's first working directory is where it runs and cannot be removed")
+        if chat.turn_scope is not None:
+            raise Refused("a turn is running in this chat: its folders change between turns")
+        dispatch.after.append(lambda: self.manager.host.spawn(self.manager.stop_chat, chat))
+        return action
+
+    async def config_changed(self, dispatch: Dispatch) -> dict[str, Any]:
+        """Only keys the session's schema marks ``sessionMutable`` may change mid-session."""
+        session = self.session_of(dispatch)
+        properties = session.state.get("config", {}).get("schema", {}).get("properties", {})
+        refused = sorted(
+            key
+            for key in dispatch.action.get("config", {})
+            if not (properties.get(key) or {}).get("sessionMutable")
+        )
+        if refused:
+            raise Refused(
+                f"the {session.provider} backend does not take {', '.join(refused)} "
+                "mid-session (not a sessionMutable key of its config)"
+            )
+        dispatch.after.append(lambda: self.manager.save_soon(session))
         return dispatch.action

@@ -325,7 +325,15 @@ class SessionManager:
             chats=[chat_state],
             default_chat=default,
             working_directories=directories,
-            config={"schema": {"type": "object", "properties": {}}, "values": config},
+            config={
+                "schema": {
+                    "type": "object",
+                    "properties": self._config_properties(
+                        backend, next(iter(directories), None), config
+                    ),
+                },
+                "values": config,
+            },
             is_read=record.get("isRead", True),
             is_archived=record.get("isArchived", False),
             lifecycle=lifecycle,

@@ -111,6 +111,7 @@ class ScriptedAgent:
                 report=RecordingReporter(report, record.reports),
                 variables={
                     **shared,
+                    **{f"config.{key}": str(value) for key, value in turn.config.items()},
                     "message": turn.text,
                     "context": self._context(self.conversation.turns.index(record)),
                     **found,
@@ -144,6 +145,20 @@ class ScriptedAgent:
             del self.backend.agents_by_id[self.conversation.backend_id]
 
 
+#: What a scripted session can be configured with: enough for a client to draw a control.
+DEFAULT_CONFIG: dict[str, dict[str, Any]] = {
+    "verbosity": {
+        "type": "string",
+        "title": "Verbosity",
+        "description": "How much the agent says; a script reads it as ${config.verbosity}.",
+        "enum": ["short", "long"],
+        "enumLabels": ["Short answers", "Long answers"],
+        "default": "short",
+        "sessionMutable": True,
+    },
+}
+
+
 class ScriptedBackend:
     """The ``scripted`` provider: a deterministic agent that follows ``script``.
 
@@ -171,6 +186,7 @@ class ScriptedBackend:
         *,
         variables: Variables | None = None,
         clock: Clock = _now,
+        config: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if script is None:
             from ahp_scripted.demo import demo_script, host_variables
@@ -183,8 +199,29 @@ class ScriptedBackend:
         self.clock = clock
         self.gates = Gates()
         self.agents_by_id: dict[str, ScriptedAgent] = {}
+        #: The session config schema's properties (``SessionConfigPropertySchema`` dicts).
+        self.config = dict(DEFAULT_CONFIG if config is None else config)
 
     # -- the contract ---------------------------------------------------------------
+    def session_config(
+        self, working_directory: str | None, values: Mapping[str, Any]
+    ) -> Mapping[str, Mapping[str, Any]]:
+        """The config a session of this backend offers (the same for every folder)."""
+        return self.config
+
+    def config_completions(
+        self, key: str, query: str, values: Mapping[str, Any]
+    ) -> list[dict[str, str]]:
+        """Values of ``key`` containing ``query``, case blind, from the property's enum."""
+        prop = self.config.get(key) or {}
+        labels = list(prop.get("enumLabels") or [])
+        found = []
+        for index, value in enumerate(prop.get("enum") or []):
+            label = labels[index] if index < len(labels) else str(value)
+            if query.casefold() in f"{value} {label}".casefold():
+                found.append({"value": str(value), "label": label})
+        return found
+
     def agents(self) -> Sequence[Mapping[str, Any]]:
         return [
             {

@@ -198,6 +198,14 @@ class RecordingReporter:
         self._note("activity", activity=activity)
         self.inner.activity(activity)
 
+    def customizations(self, items: Sequence[Mapping[str, Any]]) -> None:
+        self._note("customizations", items=[dict(item) for item in items])
+        self.inner.customizations(items)
+
+    def config(self, values: Mapping[str, Any]) -> None:
+        self._note("config", values=dict(values))
+        self.inner.config(values)
+
 
 def replay(reports: Sequence[Report], report: TurnReporter) -> None:
     """Make a recorded turn's calls again on ``report`` (see the module docstring)."""
@@ -218,6 +226,8 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
             report.title(arguments["title"])
         elif method == "activity":
             report.activity(arguments["activity"])
+        elif method in ("customizations", "config"):
+            pass  # session-wide facts of their moment, not part of the turn's history
         elif method == "tool_approval":
             tool_input = arguments["tool_input"]
             if answer and answer.get("approved") and answer.get("editedInput") is not None:
