@@ -34,10 +34,14 @@ class Authenticator:
         self,
         resources: Callable[[], dict[str, dict[str, Any]]],
         spawn: Callable[..., None],
+        signed_in: Callable[[str, str], None] = lambda resource, token: None,
     ) -> None:
-        #: resource URL -> its ProtectedResourceMetadata, as agents advertise it.
+        #: resource URL -> its ProtectedResourceMetadata, as agents (and blocked
+        #: tool calls) ask for it.
         self._resources = resources
         self._spawn = spawn
+        #: Told of every token pushed, so a call blocked on that sign-in goes on.
+        self._signed_in = signed_in
 
     @staticmethod
     def _held(client: Client) -> dict[str, HeldToken]:
@@ -78,6 +82,7 @@ class Authenticator:
         client.data[TOKENS] = self.tokens(client)
         if expires_in:
             self._spawn(self._expire, client, resource, entry, float(expires_in))
+        self._signed_in(resource, token)
         return {}
 
     async def _expire(self, client: Client, resource: str, entry: HeldToken, after: float) -> None:

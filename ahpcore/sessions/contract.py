@@ -140,8 +140,13 @@ class TurnReporter(Protocol):
         display_name: str | None = None,
         intention: str | None = None,
         meta: Mapping[str, JSON] | None = None,
+        mcp_server: str | None = None,
     ) -> None:
-        """The model named a tool; its input may still be streaming."""
+        """The model named a tool; its input may still be streaming.
+
+        ``mcp_server`` names the customization id of the MCP server the tool
+        comes from, which is what lets the call later ask for a sign-in.
+        """
         ...
 
     def tool_input(self, call_id: str, delta: str) -> None:
@@ -175,6 +180,14 @@ class TurnReporter(Protocol):
         error: str | None = None,
     ) -> None:
         """The call finished, well or badly (a failed call is completed with success False)."""
+        ...
+
+    async def tool_auth(self, call_id: str, requirement: Mapping[str, JSON]) -> str:
+        """A running MCP tool call is blocked on a sign-in (an ``McpAuthRequirement``).
+
+        Waits until a client pushes a token for ``requirement['resource']``
+        with ``authenticate`` and returns it, so the backend can retry.
+        """
         ...
 
     async def client_tool(

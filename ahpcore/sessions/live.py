@@ -23,6 +23,8 @@ class PendingAsk:
     chat: LiveChat
     client_id: str | None = None
     turn_id: str | None = None
+    #: The protected resource a sign-in waits on (toolAuthentication).
+    resource: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Any = None
 
@@ -145,3 +147,17 @@ class ChatAsker:
         }
         ask = PendingAsk("toolClientExecution", self.chat, client_id=client_id, turn_id=turn_id)
         return await self._wait(call_id, ask, request)
+
+    async def sign_in(self, turn_id: str, call_id: str, resource: str) -> str:
+        request = {
+            "id": call_id,
+            "chat": self.chat.uri,
+            "kind": "toolAuthentication",
+            "turnId": turn_id,
+            "toolCall": self._tool_call(turn_id, call_id),
+        }
+        ask = PendingAsk("toolAuthentication", self.chat, turn_id=turn_id, resource=resource)
+        token = await self._wait(call_id, ask, request)
+        if not isinstance(token, str):
+            raise RuntimeError(f"the sign-in for {resource} was abandoned")
+        return token

@@ -60,7 +60,7 @@ class SessionManager:
         self.store = host.session_store
         self.sessions: dict[str, LiveSession] = {}
         self.cursors = Cursors()
-        self.auth = Authenticator(self._protected_resources, host.spawn)
+        self.auth = Authenticator(self._protected_resources, host.spawn, self._signed_in)
         self._install()
 
     # -- wiring ----------------------------------------------------------------
@@ -691,7 +691,18 @@ class SessionManager:
             for agent in backend.agents():
                 for resource in agent.get("protectedResources") or []:
                     found.setdefault(resource["resource"], dict(resource))
+        # A tool call blocked on a sign-in asks for its server's resource too.
+        for session in self.sessions.values():
+            for ask in session.asks.values():
+                if ask.kind == "toolAuthentication" and ask.resource is not None:
+                    found.setdefault(ask.resource, {"resource": ask.resource})
         return found
+
+    def _signed_in(self, resource: str, token: str) -> None:
+        for session in self.sessions.values():
+            for ask in list(session.asks.values()):
+                if ask.kind == "toolAuthentication" and ask.resource == resource:
+                    ask.settle(token)
 
     async def _start_agent(self, chat: LiveChat, tokens: dict[str, str] | None = None) -> None:
         async with chat.starting:

@@ -31,6 +31,8 @@ class Asker(Protocol):
         self, turn_id: str, call_id: str, client_id: str
     ) -> Mapping[str, Any]: ...
 
+    async def sign_in(self, turn_id: str, call_id: str, resource: str) -> str: ...
+
 
 class CannotAsk(RuntimeError):
     """A rebuilt turn reported a question: history has no one to ask."""
@@ -100,6 +102,7 @@ class TurnRecorder:
         display_name: str | None = None,
         intention: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        mcp_server: str | None = None,
     ) -> None:
         self._open = None
         owner = self.tool_owner(tool_name)
@@ -113,7 +116,13 @@ class TurnRecorder:
             toolName=tool_name,
             displayName=display_name or tool_name,
             intention=intention,
-            contributor={"kind": "client", "clientId": owner} if owner else None,
+            contributor=(
+                {"kind": "client", "clientId": owner}
+                if owner
+                else {"kind": "mcp", "customizationId": mcp_server}
+                if mcp_server
+                else None
+            ),
             _meta=dict(meta) if meta else None,
         )
         self.chat(action)
@@ -197,6 +206,24 @@ class TurnRecorder:
             self.tool_start(call_id, tool_name)
         self._ready(call_id, tool_input, invocation_message, confirmed="not-needed")
         return await self.asker.client_tool(self.turn_id, call_id, owner)
+
+    async def tool_auth(self, call_id: str, requirement: Mapping[str, Any]) -> str:
+        if self.asker is None:
+            raise CannotAsk("a rebuilt turn cannot wait for a sign-in")
+        resource = str(requirement["resource"]["resource"])
+        self.chat(
+            {
+                "type": "chat/toolCallAuthRequired",
+                "turnId": self.turn_id,
+                "toolCallId": call_id,
+                "auth": dict(requirement),
+            }
+        )
+        token = await self.asker.sign_in(self.turn_id, call_id, resource)
+        self.chat(
+            {"type": "chat/toolCallAuthResolved", "turnId": self.turn_id, "toolCallId": call_id}
+        )
+        return token
 
     # -- questions --------------------------------------------------------------
     async def ask(

@@ -67,6 +67,7 @@ class RecordingReporter:
         display_name: str | None = None,
         intention: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        mcp_server: str | None = None,
     ) -> None:
         self._note(
             "tool_start",
@@ -75,9 +76,15 @@ class RecordingReporter:
             display_name=display_name,
             intention=intention,
             meta=dict(meta) if meta is not None else None,
+            mcp_server=mcp_server,
         )
         self.inner.tool_start(
-            call_id, tool_name, display_name=display_name, intention=intention, meta=meta
+            call_id,
+            tool_name,
+            display_name=display_name,
+            intention=intention,
+            meta=meta,
+            mcp_server=mcp_server,
         )
 
     def tool_input(self, call_id: str, delta: str) -> None:
@@ -143,6 +150,11 @@ class RecordingReporter:
             content=content,
             error=error,
         )
+
+    async def tool_auth(self, call_id: str, requirement: Mapping[str, Any]) -> str:
+        # The token is the person's secret: recorded is only that a sign-in happened.
+        self._note("tool_auth", call_id=call_id, requirement=dict(requirement))
+        return await self.inner.tool_auth(call_id, requirement)
 
     async def client_tool(
         self, call_id: str, tool_name: str, *, tool_input: str, invocation_message: str
@@ -226,8 +238,8 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
             report.title(arguments["title"])
         elif method == "activity":
             report.activity(arguments["activity"])
-        elif method in ("customizations", "config"):
-            pass  # session-wide facts of their moment, not part of the turn's history
+        elif method in ("customizations", "config", "tool_auth"):
+            pass  # what surrounded the turn (session facts, a sign-in), not its history
         elif method == "tool_approval":
             tool_input = arguments["tool_input"]
             if answer and answer.get("approved") and answer.get("editedInput") is not None:
