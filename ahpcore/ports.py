@@ -38,6 +38,10 @@ class TerminalsPort(Protocol):
 
     async def dispose(self, uri: str) -> None: ...
 
+    async def release_session(self, session: str) -> None:
+        """Dispose of every terminal the session claimed (the session is being disposed)."""
+        ...
+
 
 @runtime_checkable
 class ResourcesPort(Protocol):

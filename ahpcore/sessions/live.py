@@ -71,6 +71,8 @@ class LiveSession:
     chats: dict[str, LiveChat] = field(default_factory=dict)
     asks: dict[str, PendingAsk] = field(default_factory=dict)
     last_summary: dict[str, Any] | None = None
+    #: Who made the session: the creating client's id (kept in the store).
+    owner: str | None = None
 
     @property
     def state(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import anyio
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
+from ahpcore.engine.router import resolve
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 #: Turns a chat snapshot carries; older ones arrive through fetchTurns.
 TURN_WINDOW = 50
 TITLE_LENGTH = 80
+#: A chat's references to what it made (changesets, canvases), kept across restarts.
+ARTIFACT_KEYS = ("changesets", "canvases")
 
 
 class SessionManager:
@@ -165,6 +168,7 @@ class SessionManager:
         state = session.state
         record = {
             "uri": session.uri,
+            "owner": session.owner,
             "provider": session.provider,
             "title": state.get("title", ""),
             "createdAt": session.created_at,
@@ -183,6 +187,8 @@ class SessionManager:
                     "isArchived": bool(chat.state.get("status", 0) & states.STATUS_IS_ARCHIVED),
                     **({"draft": chat.state["draft"]} if "draft" in chat.state else {}),
                     **({"origin": chat.state["origin"]} if "origin" in chat.state else {}),
+                    # What the chat produced that clients open by reference.
+                    **{key: chat.state[key] for key in ARTIFACT_KEYS if key in chat.state},
                 }
                 for chat in session.chats.values()
             ],
@@ -271,6 +277,7 @@ class SessionManager:
         session = self._build(
             session_id, uri, backend, now, now, directories, config, lifecycle="creating"
         )
+        session.owner = client.client_id
         chat = session.chats[session.state["defaultChat"]]
         try:
             await self._start_agent(chat, tokens=self._tokens(client))
@@ -381,6 +388,7 @@ class SessionManager:
             dict(record.get("config") or {}),
             record=record,
         )
+        session.owner = record.get("owner")
         default = session.chats[session.state["defaultChat"]]
         default.existing = True
         await self._rebuild(default)
@@ -392,8 +400,9 @@ class SessionManager:
                 continue
             if chat is not default:
                 await self._rebuild(chat)
-            if "draft" in stored:
-                chat.channel.state = {**chat.state, "draft": stored["draft"]}
+            kept = {key: stored[key] for key in ("draft", *ARTIFACT_KEYS) if key in stored}
+            if kept:
+                chat.channel.state = {**chat.state, **kept}
         order = [
             stored["uri"]
             for stored in record.get("chats", [])
@@ -450,6 +459,9 @@ class SessionManager:
             session = await self._reopen_for(uri)
         for chat in list(session.chats.values()):
             await self.stop_chat(chat)
+        terminals = self.host.ports.get("terminals")
+        if terminals is not None:
+            await resolve(terminals.release_session(session.uri))
         backend = session.backend
         if backend.abilities.delete:
             for chat in session.chats.values():
