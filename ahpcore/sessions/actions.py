@@ -43,6 +43,7 @@ class ClientActions:
             "chat/workingDirectorySet": self.chat_directories,
             "chat/workingDirectoryRemoved": self.chat_directories,
             "session/configChanged": self.config_changed,
+            "chat/toolCallContentChanged": self.tool_content_changed,
             "chat/draftChanged": self.remember,
             "chat/isReadChanged": self.remember,
             "session/isReadChanged": self.remember,
@@ -303,3 +304,26 @@ class ClientActions:
             )
         dispatch.after.append(lambda: self.manager.save_soon(session))
         return dispatch.action
+
+    async def tool_content_changed(self, dispatch: Dispatch) -> dict[str, Any]:
+        """What a client's tool prints as it runs is that client's to say, and nobody else's."""
+        chat = self.chat_of(dispatch)
+        action = dispatch.action
+        active = chat.state.get("activeTurn") or {}
+        call = None
+        if active.get("id") == action["turnId"]:
+            for part in active.get("responseParts", []):
+                tool = part.get("toolCall") if part.get("kind") == "toolCall" else None
+                if tool is not None and tool.get("toolCallId") == action["toolCallId"]:
+                    call = tool
+        if call is None or call.get("status") != "running":
+            raise Refused(f"no running tool call {action['toolCallId']} in this chat")
+        contributor = call.get("contributor") or {}
+        if contributor.get("kind") != "client":
+            raise Refused(f"tool call {action['toolCallId']} is the agent's own; no client runs it")
+        if contributor.get("clientId") != dispatch.client.client_id:
+            raise Refused(
+                f"only client {contributor.get('clientId')}, which runs tool call "
+                f"{action['toolCallId']}, may stream into it"
+            )
+        return action
