@@ -379,6 +379,16 @@ async def test_client_tools_are_run_by_the_client_that_provides_them(session_hos
         assert request["kind"] == "toolClientExecution" and request["clientId"] == "owner"
         call = request["toolCall"]["toolCallId"]
         assert request["toolCall"]["toolName"] == "owner__openFile"
+        progress = {
+            "type": "chat/toolCallContentChanged",
+            "turnId": "t1",
+            "toolCallId": call,
+            "content": [{"type": "text", "text": "opening..."}],
+        }
+        refusal = await other.answer_to(await other.dispatch(chat, progress))
+        assert "only client owner" in refusal["rejectionReason"]
+        streamed = await owner.answer_to(await owner.dispatch(chat, progress))
+        assert "rejectionReason" not in streamed
         result = {"success": True, "pastTenseMessage": "Opened a.txt"}
         complete = {
             "type": "chat/toolCallComplete",
