@@ -72,7 +72,6 @@ class Host:
         self.sessions: Any = None
         self._started = False
         self._tasks: anyio.abc.TaskGroup | None = None
-        self._close_hooks: list[Callable[[], Any]] = []
 
     # -- startup -------------------------------------------------------------------
     async def start(self) -> Host:
@@ -124,10 +123,6 @@ class Host:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.aclose()
-
-    def on_close(self, hook: Callable[[], Any]) -> None:
-        """Run ``hook`` (sync or async) when the host shuts down."""
-        self._close_hooks.append(hook)
 
     def spawn(
         self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
@@ -241,9 +236,6 @@ class Host:
             log.info("client %s disconnected (%s)", client.label, peer.close_reason)
 
     async def aclose(self) -> None:
-        for hook in self._close_hooks:
-            await resolve(hook())
-        self._close_hooks.clear()
         store = self.session_store
         if store is not None and hasattr(store, "close"):
             store.close()

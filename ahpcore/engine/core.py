@@ -20,7 +20,7 @@ from ahpcore.engine.clients import Client
 from ahpcore.engine.params import check_action
 from ahpcore.engine.replay import Buffered, ReplayBuffer
 from ahpcore.protocol.errors import NOT_FOUND, ProtocolError
-from ahpcore.protocol.uris import ROOT_CHANNEL
+from ahpcore.protocol.uris import ROOT_CHANNEL, respell_tree
 from ahpcore.rpc.framing import dumps
 
 log = logging.getLogger(__name__)
@@ -154,8 +154,6 @@ class Engine:
         """``value`` as a client that named ``channel`` by ``spelling`` should see it."""
         if spelling is None or spelling == channel.uri:
             return value
-        from ahpcore.protocol.uris import respell_tree
-
         return respell_tree(value, channel.uri, spelling)
 
     # -- state changes -------------------------------------------------------------
