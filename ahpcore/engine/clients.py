@@ -18,8 +18,9 @@ class Client:
     served_as: str | None = None
     #: canonical channel URI -> the spelling this client used for it.
     subscriptions: dict[str, str] = field(default_factory=dict)
-    #: Frames for channels whose snapshot has been taken but not yet answered, in order.
-    held: dict[str, list[str]] = field(default_factory=dict)
+    #: Frames (text, weight) for channels whose snapshot has been taken but not yet
+    #: answered, in order.
+    held: dict[str, list[tuple[str, int | None]]] = field(default_factory=dict)
     #: What plugins keep about this connection (tokens, pushed settings, ...).
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -31,14 +32,17 @@ class Client:
     def label(self) -> str:
         return f"{self.peer.id}" + (f" ({self.client_id})" if self.client_id else "")
 
-    def deliver(self, canonical: str, text: str) -> None:
-        """Send a channel's frame, or hold it until that channel's snapshot has been answered."""
+    def deliver(self, canonical: str, text: str, weight: int | None = None) -> None:
+        """Send a channel's frame, or hold it until that channel's snapshot has been answered.
+
+        ``weight`` is the frame's UTF-8 size when the caller already knows it.
+        """
         held = self.held.get(canonical)
         if held is not None:
-            held.append(text)
+            held.append((text, weight))
         else:
-            self.peer.send_text(text)
+            self.peer.send_text(text, weight)
 
     def release(self, canonical: str) -> None:
-        for text in self.held.pop(canonical, ()):
-            self.peer.send_text(text)
+        for text, weight in self.held.pop(canonical, ()):
+            self.peer.send_text(text, weight)

@@ -176,12 +176,15 @@ class Engine:
         if origin is not None:
             envelope["origin"] = origin
         text = _envelope_frame(envelope)
-        self.replay.append(Buffered(self.server_seq, uri, envelope, len(text.encode("utf-8"))))
-        frames: dict[str, str] = {uri: text}
+        weight = len(text.encode("utf-8"))
+        self.replay.append(Buffered(self.server_seq, uri, envelope, weight))
+        # Serialized and weighed once per spelling, not once per watcher.
+        frames: dict[str, tuple[str, int]] = {uri: (text, weight)}
         for client, spelling in channel.subscribers.items():
             if spelling not in frames:
-                frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
-            client.deliver(uri, frames[spelling])
+                spelled = _envelope_frame(self.spell(channel, envelope, spelling))
+                frames[spelling] = (spelled, len(spelled.encode("utf-8")))
+            client.deliver(uri, *frames[spelling])
         for listener in self._change_listeners:
             listener(channel, action, before)
         return envelope
@@ -356,8 +359,9 @@ class Engine:
         if channel is None:
             return
         text = dumps({"jsonrpc": "2.0", "method": method, "params": params})
+        weight = len(text.encode("utf-8"))
         for client in channel.subscribers:
-            client.deliver(uri, text)
+            client.deliver(uri, text, weight)
 
     def notify_root(self, method: str, params: dict[str, Any]) -> None:
         """sessionAdded / sessionRemoved / sessionSummaryChanged: root watchers only."""
