@@ -108,3 +108,9 @@ def resolve_config(
         if key not in values and "default" in prop:
             values[key] = prop["default"]
     return {"schema": {"type": "object", "properties": dict(properties)}, "values": values}
+
+
+def config_properties(backend: Any, directory: Any, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The session config properties a backend offers (``session_config`` is optional)."""
+    describe = getattr(backend, "session_config", None)
+    return dict(describe(directory, values) or {}) if callable(describe) else {}

@@ -33,6 +33,7 @@ from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ClientActions
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import Cursors, page
+from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
 from ahpcore.sessions.contract import (
     Backend,
     CatalogueRow,
@@ -48,8 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Turns a chat snapshot carries; older ones arrive through fetchTurns.
-TURN_WINDOW = 50
 TITLE_LENGTH = 80
 #: A chat's references to what it made (changesets, canvases), kept across restarts.
 ARTIFACT_KEYS = ("changesets", "canvases")
@@ -72,15 +71,10 @@ class SessionManager:
         commands: dict[str, Callable[..., Any]] = {
             "createSession": self.create_session,
             "disposeSession": self.dispose_session,
-            "createChat": self.create_chat,
-            "disposeChat": self.dispose_chat,
-            "fetchTurns": self.fetch_turns,
             "moveChat": self.move_chat,
             "authenticate": self.auth.authenticate,
-            "completions": self.completions,
-            "resolveSessionConfig": self.resolve_session_config,
-            "sessionConfigCompletions": self.session_config_completions,
         }
+        commands.update(ChatCommands(self).routes())
         for method, handler in commands.items():
             router.add(method, handler)
         router.routes.pop("listSessions", None)
@@ -243,7 +237,7 @@ class SessionManager:
         )
 
     # -- creating and disposing sessions ----------------------------------------
-    def _backend_for(self, provider: Any) -> Backend:
+    def backend_for(self, provider: Any) -> Backend:
         if provider is None:
             if len(self.backends) == 1:
                 return next(iter(self.backends.values()))
@@ -267,7 +261,7 @@ class SessionManager:
             raise ProtocolError(INVALID_PARAMS, f"params.channel: {exc}") from None
         if session_id in self.sessions:
             raise ProtocolError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
-        backend = self._backend_for(params.get("provider"))
+        backend = self.backend_for(params.get("provider"))
         token = params.get("progressToken")
         if isinstance(token, str):
             self.engine.progress(client, token, 0, 2, f"starting the {backend.provider} agent")
@@ -280,7 +274,7 @@ class SessionManager:
         session.owner = client.client_id
         chat = session.chats[session.state["defaultChat"]]
         try:
-            await self._start_agent(chat, tokens=self._tokens(client))
+            await self.start_agent(chat, tokens=self.tokens(client))
         except Exception as exc:
             self._forget(session)
             raise ProtocolError(
@@ -335,7 +329,7 @@ class SessionManager:
             config={
                 "schema": {
                     "type": "object",
-                    "properties": self._config_properties(
+                    "properties": composer.config_properties(
                         backend, next(iter(directories), None), config
                     ),
                 },
@@ -456,7 +450,7 @@ class SessionManager:
         uri = params["channel"]
         session = self.session_by_uri(uri)
         if session is None:
-            session = await self._reopen_for(uri)
+            session = await self.reopen_for(uri)
         for chat in list(session.chats.values()):
             await self.stop_chat(chat)
         terminals = self.host.ports.get("terminals")
@@ -479,7 +473,7 @@ class SessionManager:
         self.engine.notify_root("root/sessionRemoved", {"session": session.uri})
         self.announce_count()
 
-    async def _reopen_for(self, uri: str) -> LiveSession:
+    async def reopen_for(self, uri: str) -> LiveSession:
         try:
             session_id = uris.session_id_of(uri)
         except ValueError as exc:
@@ -503,198 +497,8 @@ class SessionManager:
                 except Exception:
                     log.exception("closing the agent of %s failed", chat.uri)
 
-    # -- chats --------------------------------------------------------------------
-    async def create_chat(self, client: Client, params: dict[str, Any]) -> None:
-        session = self.session_by_uri(params["channel"]) or await self._reopen_for(
-            params["channel"]
-        )
-        uri = params["chat"]
-        if self.engine.canonical(uri) in self.engine.channels:
-            raise ProtocolError(SESSION_ALREADY_EXISTS, f"chat {uri} already exists")
-        source = params.get("source")
-        origin: dict[str, Any] = {"kind": "user"}
-        turns: list[dict[str, Any]] = []
-        fork_from = side_of = None
-        backend = session.backend
-        if isinstance(source, dict):
-            source_chat = self.chat_by_uri(self.engine.canonical(source["chat"]))
-            if source_chat is None or source_chat.session is not session:
-                raise ProtocolError(
-                    INVALID_PARAMS, f"params.source.chat: no chat {source['chat']} in {session.uri}"
-                )
-            turn_id = source["turnId"]
-            history = source_chat.older_turns + source_chat.state.get("turns", [])
-            index = next((i for i, t in enumerate(history) if t.get("id") == turn_id), None)
-            if index is None:
-                raise ProtocolError(
-                    INVALID_PARAMS,
-                    f"params.source.turnId: {source_chat.uri} has no turn {turn_id!r}",
-                )
-            if source["kind"] == "fork":
-                if not backend.abilities.fork:
-                    raise ProtocolError(
-                        INVALID_PARAMS, f"the {backend.provider} backend cannot fork a chat"
-                    )
-                turns = history[: index + 1]
-                fork_from = (source_chat.backend_id, turn_id)
-            else:
-                if not backend.abilities.side_chat:
-                    raise ProtocolError(
-                        INVALID_PARAMS, f"the {backend.provider} backend cannot start a side chat"
-                    )
-                side_of = (source_chat.backend_id, turn_id)
-            origin = {"kind": source["kind"], "chat": source_chat.uri, "turnId": turn_id}
-        directories = tuple(params.get("workingDirectories") or session.working_directories)
-        outside = [d for d in directories if d not in session.working_directories]
-        if outside:
-            raise ProtocolError(
-                INVALID_PARAMS,
-                f"params.workingDirectories: {outside[0]} is not one of the session's",
-            )
-        chat_state = states.new_chat_state(
-            uri,
-            modified_at=states.now_iso(),
-            origin=origin,
-            movable=backend.abilities.resume,
-            working_directories=directories,
-            turns=turns,
-        )
-        chat = LiveChat(
-            uri, session, str(uuid.uuid4()), self.engine.add_channel(uri, "chat", chat_state)
-        )
-        chat.fork_from, chat.side_of = fork_from, side_of
-        session.chats[uri] = chat
-        try:
-            await self._start_agent(chat, tokens=self._tokens(client))
-        except Exception as exc:
-            session.chats.pop(uri, None)
-            self.engine.remove_channel(uri)
-            raise ProtocolError(
-                -32603, f"the {backend.provider} backend could not start the chat: {exc}"
-            ) from None
-        self.apply(
-            session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)}
-        )
-        self.save_soon(session)
-        message = params.get("initialMessage")
-        if isinstance(message, dict):
-            turn_id = str(uuid.uuid4())
-            self.apply(
-                uri,
-                {
-                    "type": "chat/turnStarted",
-                    "turnId": turn_id,
-                    "startedAt": states.now_iso(),
-                    "message": message,
-                },
-            )
-            self.host.spawn(self.run_turn, chat, turn_id, message)
-
-    async def dispose_chat(self, client: Client, params: dict[str, Any]) -> None:
-        uri = self.engine.canonical(params["channel"])
-        chat = self.chat_by_uri(uri)
-        if chat is None:
-            raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
-        session = chat.session
-        if len(session.chats) == 1:
-            raise ProtocolError(
-                INVALID_PARAMS,
-                f"{params['channel']} is the last chat of {session.uri}: dispose the session instead",
-            )
-        await self.stop_chat(chat)
-        if session.backend.abilities.delete and chat.uri != session.state.get("defaultChat"):
-            try:
-                await session.backend.delete(chat.backend_id)
-            except Exception:
-                log.exception(
-                    "the %s backend could not delete %s", session.provider, chat.backend_id
-                )
-        del session.chats[chat.uri]
-        self.engine.remove_channel(chat.uri)
-        if session.state.get("defaultChat") == chat.uri:
-            # The role moves before the chat goes, so the session always has a default.
-            successor = next(iter(session.chats))
-            self.apply(
-                session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor}
-            )
-        self.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
-        self.save_soon(session)
-
-    async def fetch_turns(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        channel = await self.engine.open_channel(params["channel"])
-        chat = self.chat_by_uri(channel.uri) if channel is not None else None
-        if chat is None:
-            raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
-        older = chat.older_turns
-        cursor = params.get("cursor")
-        end = len(older)
-        if cursor is not None:
-            if not (isinstance(cursor, str) and cursor.isdigit() and int(cursor) <= len(older)):
-                raise ProtocolError(
-                    INVALID_PARAMS, f"params.cursor: {cursor!r} was not issued by this host"
-                )
-            end = int(cursor)
-        start = max(0, end - TURN_WINDOW)
-        action: dict[str, Any] = {"type": "chat/turnsLoaded", "turns": older[start:end]}
-        if start > 0:
-            action["turnsNextCursor"] = str(start)
-        self.apply(chat.uri, action)
-        return {}
-
-    # -- the composer ------------------------------------------------------------
-    async def completions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        channel = await self.engine.open_channel(params["channel"])
-        session = self.session_by_uri(channel.uri) if channel is not None else None
-        chat = self.chat_by_uri(channel.uri) if channel is not None else None
-        session = session or (chat.session if chat else None)
-        if session is None:
-            raise ProtocolError(
-                SESSION_NOT_FOUND, f"no session or chat {params['channel']} on this host"
-            )
-        start, word = composer.word_at(params["text"], params["offset"])
-        typing_in = chat.uri if chat else session.state.get("defaultChat", "")
-        if word.startswith("/") and not params["text"][:start].strip():
-            customizations = session.state.get("customizations") or [
-                c for agent in session.backend.agents() for c in agent.get("customizations") or []
-            ]
-            return {"items": composer.command_items(customizations, start, word)}
-        if word.startswith("#") and (
-            composer.CHAT_PREFIX.startswith(word) or word.startswith(composer.CHAT_PREFIX)
-        ):
-            chats = [c.state for c in session.chats.values()]
-            return {"items": composer.chat_items(chats, typing_in, start, word)}
-        return {"items": []}
-
-    def _config_properties(
-        self, backend: Backend, directory: Any, values: dict[str, Any]
-    ) -> dict[str, Any]:
-        describe = getattr(backend, "session_config", None)
-        return dict(describe(directory, values) or {}) if callable(describe) else {}
-
-    async def resolve_session_config(
-        self, client: Client, params: dict[str, Any]
-    ) -> dict[str, Any]:
-        backend = self._backend_for(params.get("provider"))
-        answered = dict(params.get("config") or {})
-        properties = self._config_properties(backend, params.get("workingDirectory"), answered)
-        return composer.resolve_config(properties, answered)
-
-    async def session_config_completions(
-        self, client: Client, params: dict[str, Any]
-    ) -> dict[str, Any]:
-        backend = self._backend_for(params.get("provider"))
-        complete = getattr(backend, "config_completions", None)
-        if not callable(complete):
-            return {"items": []}
-        items = complete(
-            params["property"], params.get("query", ""), dict(params.get("config") or {})
-        )
-        if hasattr(items, "__await__"):
-            items = await items
-        return {"items": [dict(item) for item in items or []]}
-
     # -- agents and turns -------------------------------------------------------
-    def _tokens(self, client: Client) -> dict[str, str]:
+    def tokens(self, client: Client) -> dict[str, str]:
         return self.auth.tokens(client)
 
     def _protected_resources(self) -> dict[str, dict[str, Any]]:
@@ -716,7 +520,7 @@ class SessionManager:
                 if ask.kind == "toolAuthentication" and ask.resource == resource:
                     ask.settle(token)
 
-    async def _start_agent(self, chat: LiveChat, tokens: dict[str, str] | None = None) -> None:
+    async def start_agent(self, chat: LiveChat, tokens: dict[str, str] | None = None) -> None:
         async with chat.starting:
             if chat.agent is not None:
                 return
@@ -771,7 +575,7 @@ class SessionManager:
         with anyio.CancelScope() as scope:
             chat.turn_scope = scope
             try:
-                await self._start_agent(chat)
+                await self.start_agent(chat)
                 assert chat.agent is not None
                 config = dict(session.state.get("config", {}).get("values", {}))
                 turn = TurnInput(turn_id, message, config, self._client_tools(session), resume)
