@@ -190,6 +190,31 @@ class TurnReporter(Protocol):
         """
         ...
 
+    def tool_decided(
+        self,
+        call_id: str,
+        *,
+        tool_input: str | None,
+        invocation_message: str,
+        approval: Approval | None,
+        title: str | None = None,
+    ) -> None:
+        """A past call that asked, and the answer (None: the turn ended while it waited).
+
+        For rebuilding a transcript: a live call asks with ``tool_approval``.
+        """
+        ...
+
+    def asked(
+        self,
+        questions: Sequence[Mapping[str, JSON]],
+        answer: InputAnswer,
+        *,
+        message: str | None = None,
+    ) -> None:
+        """A past question and its answer (rebuilding a transcript)."""
+        ...
+
     async def client_tool(
         self, call_id: str, tool_name: str, *, tool_input: str, invocation_message: str
     ) -> Mapping[str, JSON]:

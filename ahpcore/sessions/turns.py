@@ -170,6 +170,39 @@ class TurnRecorder:
         self._ready(call_id, tool_input, invocation_message, confirmationTitle=title)
         return await self.asker.approval(self.turn_id, call_id)
 
+    def tool_decided(
+        self,
+        call_id: str,
+        *,
+        tool_input: str | None,
+        invocation_message: str,
+        approval: Approval | None,
+        title: str | None = None,
+    ) -> None:
+        # The same two actions a live approval makes: ready without confirmed, then the answer.
+        self._ready(call_id, tool_input, invocation_message, confirmationTitle=title)
+        if approval is not None:
+            self.chat(self.decision(call_id, approval))
+
+    def decision(self, call_id: str, approval: Approval) -> Action:
+        """The chat/toolCallConfirmed saying what was answered."""
+        if approval.approved:
+            return _drop_none(
+                type="chat/toolCallConfirmed",
+                turnId=self.turn_id,
+                toolCallId=call_id,
+                approved=True,
+                confirmed="user-action",
+                editedToolInput=approval.edited_input,
+            )
+        return _drop_none(
+            type="chat/toolCallConfirmed",
+            turnId=self.turn_id,
+            toolCallId=call_id,
+            approved=False,
+            reason=approval.reason if approval.reason in ("denied", "skipped") else "denied",
+        )
+
     def tool_complete(
         self,
         call_id: str,
@@ -239,6 +272,26 @@ class TurnRecorder:
         )
         self.chat({"type": "chat/inputRequested", "request": request})
         return await self.asker.answer(request)
+
+    def asked(
+        self,
+        questions: Sequence[Mapping[str, Any]],
+        answer: InputAnswer,
+        *,
+        message: str | None = None,
+    ) -> None:
+        self._open = None
+        request_id = f"{self.turn_id}.ask{next(self._parts)}"
+        request = _drop_none(id=request_id, message=message, questions=[dict(q) for q in questions])
+        self.chat({"type": "chat/inputRequested", "request": request})
+        self.chat(
+            _drop_none(
+                type="chat/inputCompleted",
+                requestId=request_id,
+                response=answer.response,
+                answers=dict(answer.answers) or None,
+            )
+        )
 
     # -- the rest ---------------------------------------------------------------
     def usage(

@@ -6,18 +6,12 @@ calls that waited on a person or a client also keep the answer
 reporter a ``TranscriptReader`` hands out, so a rebuilt turn goes through the
 same builder the live one did.
 
-A rebuilt turn has nobody to ask, and the reporter has no way to say "this was
-asked and answered", so the waiting calls are replayed as near as the
-contract allows:
-
-* an approval becomes ``tool_running`` with the input that ran (the state says
-  ``confirmed: not-needed`` where the live one had the client's answer); a
-  denied one stays in flight so the turn's end cancels it (``reason: skipped``
-  where the live one had ``denied``);
-* a client tool becomes ``tool_running`` then ``tool_complete`` with the
-  result the client gave (its ``contributor`` is whatever the reader's
-  reporter says owns the tool now; ``structuredContent`` has no report);
-* a question is left out (a rebuilt turn cannot report one).
+A rebuilt turn has nobody to ask, so the calls that waited are replayed as
+what happened: an approval as ``tool_decided`` with the answer the person gave
+(a denial included), a question as ``asked`` with its answer, and a client
+tool as ``tool_running`` then ``tool_complete`` with the result the client gave
+(``structuredContent`` has no report). A call still waiting when the turn ended
+is left for the turn's end to cancel.
 """
 
 from __future__ import annotations
@@ -172,6 +166,43 @@ class RecordingReporter:
         entry.append(dict(result))
         return result
 
+    def tool_decided(
+        self,
+        call_id: str,
+        *,
+        tool_input: str | None,
+        invocation_message: str,
+        approval: Approval | None,
+        title: str | None = None,
+    ) -> None:
+        entry = self._note(
+            "tool_approval",
+            call_id=call_id,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+            title=title,
+        )
+        if approval is not None:
+            entry.append(_approval_json(approval))
+        self.inner.tool_decided(
+            call_id,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+            approval=approval,
+            title=title,
+        )
+
+    def asked(
+        self,
+        questions: Sequence[Mapping[str, Any]],
+        answer: InputAnswer,
+        *,
+        message: str | None = None,
+    ) -> None:
+        entry = self._note("ask", questions=[dict(q) for q in questions], message=message)
+        entry.append({"response": answer.response, "answers": dict(answer.answers)})
+        self.inner.asked(questions, answer, message=message)
+
     async def ask(
         self, questions: Sequence[Mapping[str, Any]], *, message: str | None = None
     ) -> InputAnswer:
@@ -241,13 +272,28 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
         elif method in ("customizations", "config", "tool_auth"):
             pass  # what surrounded the turn (session facts, a sign-in), not its history
         elif method == "tool_approval":
-            tool_input = arguments["tool_input"]
-            if answer and answer.get("approved") and answer.get("editedInput") is not None:
-                tool_input = answer["editedInput"]
-            report.tool_running(
+            report.tool_decided(
                 arguments["call_id"],
-                tool_input=tool_input,
+                tool_input=arguments["tool_input"],
                 invocation_message=arguments["invocation_message"],
+                title=arguments.get("title"),
+                # None: asked, never answered (the turn ended while it waited).
+                approval=None
+                if answer is None
+                else Approval(
+                    approved=bool(answer.get("approved")),
+                    edited_input=answer.get("editedInput"),
+                    reason=answer.get("reason"),
+                    suggestion=answer.get("suggestion"),
+                ),
+            )
+        elif method == "ask":
+            if answer is None:
+                continue
+            report.asked(
+                arguments["questions"],
+                InputAnswer(answer["response"], answer.get("answers") or {}),
+                message=arguments.get("message"),
             )
         elif method == "client_tool":
             report.tool_running(
@@ -264,4 +310,3 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
                     content=answer.get("content"),
                     error=error.get("message") if isinstance(error, Mapping) else None,
                 )
-        # "ask": a rebuilt turn cannot report a question; see the module docstring.
