@@ -12,6 +12,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from typing import Any
@@ -142,7 +143,10 @@ async def start_unix_server(
     compression: bool,
 ) -> Server:
     """Listen on a Unix domain socket only its owner may open (no token: the file mode is the gate)."""
-    if os.path.exists(path):
+    if os.path.lexists(path):
+        # A stale socket from an earlier run is replaced; anything else is not ours to delete.
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise FileExistsError(f"{path} exists and is not a socket; not replacing it")
         os.unlink(path)
     old_umask = os.umask(0o177)
     try:

@@ -187,3 +187,17 @@ def test_stdio_speaks_newline_delimited_json_rpc(tmp_path):
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+async def test_a_unix_socket_path_that_is_not_a_socket_is_left_alone(tmp_path):
+    host = await Host(
+        PluginManager(entry_points=False, selection=Selection(protocol_only=True)),
+        HostSettings(sessions="memory"),
+    ).start()
+    path = tmp_path / "precious.txt"
+    path.write_text("keep me")
+    with pytest.raises(FileExistsError, match="not a socket"):
+        await start_unix_server(
+            host.serve_connection, path=str(path), max_frame_bytes=1 << 20, compression=False
+        )
+    assert path.read_text() == "keep me"
