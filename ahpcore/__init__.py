@@ -1,3 +1,17 @@
-"""ahpcore: the core of the ahp Agent Host Protocol host."""
+"""ahpcore: the core of the ahp Agent Host Protocol host.
+
+``ahpcore.hookimpl`` marks a plugin's hook implementations. It is loaded on
+first use so that ``ahpcore.protocol`` stays importable with pydantic alone.
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("hookimpl", "hookspec"):
+        from ahpcore import hookspecs
+
+        return getattr(hookspecs, name)
+    raise AttributeError(f"module 'ahpcore' has no attribute {name!r}")

@@ -14,3 +14,9 @@ def test_every_hook_spec_has_a_docs_entry_and_a_docstring():
     for name in hooks:
         assert f"### `{name}(" in text, f"docs/plugins.md has no entry for {name}"
         assert (getattr(hookspecs, name).__doc__ or "").strip(), f"{name} has no docstring"
+
+
+def test_hookimpl_is_where_the_docs_say():
+    import ahpcore
+
+    assert ahpcore.hookimpl is hookspecs.hookimpl
