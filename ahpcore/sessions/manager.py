@@ -124,17 +124,45 @@ class SessionManager:
         return None
 
     async def _open(self, uri: str) -> Channel | None:
-        """Reopen a past session a backend lists, when a client names it."""
-        try:
-            session_id = uris.session_id_of(uri)
-        except ValueError:
-            encoded = uris.session_of_default_chat(uri)
-            if encoded is None:
+        """Reopen a past session a backend lists, when a client names it or one of its chats.
+
+        A client coming back after a restart may name a chat before its session.
+        """
+        if not uris.is_chat_uri(uri):
+            try:
+                session_id = uris.session_id_of(uri)
+            except ValueError:
                 return None
+            session = await self._reopen(session_id, uri)
+            return session.channel if session else None
+        encoded = uris.session_of_default_chat(uri)
+        if encoded is not None:
             session = await self._reopen(uris.session_id_of(encoded), encoded)
-            return session.chats[session.state["defaultChat"]].channel if session else None
-        session = await self._reopen(session_id, uri)
-        return session.channel if session else None
+            return self._default_channel(session)
+        if not uri.startswith("ahp-chat://"):
+            # The older ahp-chat:/<sessionId> spelling of a default chat.
+            session = await self._reopen(uri.split(":", 1)[1].lstrip("/"), uri)
+            if session is not None:
+                return self._default_channel(session)
+        session = await self._reopen_holding(uri)
+        chat = session.chats.get(uri) if session is not None else None
+        return chat.channel if chat is not None else None
+
+    @staticmethod
+    def _default_channel(session: LiveSession | None) -> Channel | None:
+        if session is None:
+            return None
+        return session.chats[session.state["defaultChat"]].channel
+
+    async def _reopen_holding(self, chat_uri: str) -> LiveSession | None:
+        """The past session whose stored record lists ``chat_uri`` among its chats."""
+        if self.store is None:
+            return None
+        for session_id in await self.store.ids():
+            record = await self._record(session_id)
+            if any(stored.get("uri") == chat_uri for stored in record.get("chats", [])):
+                return await self._reopen(session_id, record.get("uri", ""))
+        return None
 
     # -- the catalogue -----------------------------------------------------------
     async def _catalogue(self) -> dict[str, tuple[Backend, CatalogueRow]]:

@@ -268,3 +268,36 @@ async def test_tokens_are_the_connections_own_and_expire(tmp_path):
             "authenticate", {"resource": resource, "token": "x", "expiresIn": 0}
         )
         assert frame["error"]["code"] == -32602
+
+
+async def test_after_a_restart_a_chat_can_be_named_before_its_session(session_host):
+    async with session_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, default = await open_session(client)
+        await client.request("createChat", {"channel": session, "chat": "ahp-chat:/later"})
+        await client.request("subscribe", {"channel": "ahp-chat:/later"})
+        await start_turn(client, "ahp-chat:/later", "hello there", "t1")
+        await turn_end(client, "ahp-chat:/later")
+        await client.sync()
+    async with session_host() as (running, _):
+        client = await running.connect("c2")
+        answer = await client.request(
+            "reconnect",
+            {
+                "channel": "ahp-root://",
+                "clientId": "c2",
+                "lastSeenServerSeq": 0,
+                "subscriptions": ["ahp-chat:/later", session],
+            },
+        )
+        assert answer["type"] == "snapshot"
+        by_uri = {snap["resource"]: snap["state"] for snap in answer["snapshots"]}
+        assert [t["message"]["text"] for t in by_uri["ahp-chat:/later"]["turns"]] == ["hello there"]
+        assert by_uri[session]["defaultChat"] == default
+        legacy = f"ahp-chat:/{session.split(':/', 1)[1]}"
+        other = await running.connect("c3")
+        await other.initialize()
+        assert (await other.request("subscribe", {"channel": legacy}))["snapshot"][
+            "resource"
+        ] == legacy
