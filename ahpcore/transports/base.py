@@ -23,3 +23,6 @@ class Wire(Protocol):
         ...
 
     async def close(self, code: int = 1000, reason: str = "") -> None: ...
+
+    # Optional: ``write_now(text) -> None`` puts a frame on the wire at once,
+    # without waiting for it to drain; a peer then skips its outbox for it.

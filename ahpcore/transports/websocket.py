@@ -18,7 +18,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from websockets.asyncio.server import Server, ServerConnection, serve, unix_serve
+from websockets.asyncio.server import Server, ServerConnection, broadcast, serve, unix_serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
@@ -35,6 +35,15 @@ class WebSocketWire:
 
     async def send(self, text: str) -> None:
         await self.connection.send(text)
+
+    def write_now(self, text: str) -> None:
+        """Put one text frame on the wire without waiting for it to drain.
+
+        The host bounds what a client may fall behind by reading the write
+        buffer before each frame, so waiting for every frame to drain (as
+        ``send`` does) only costs a task switch per frame and client.
+        """
+        broadcast([self.connection], text, raise_exceptions=True)
 
     def buffered_bytes(self) -> int | None:
         transport = self.connection.transport
