@@ -40,6 +40,7 @@ from ahpcore.sessions.contract import (
     ChatStart,
     TurnInput,
 )
+from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import ChatAsker, LiveChat, LiveSession
 from ahpcore.sessions.transcript import Rebuilder
 from ahpcore.sessions.turns import TurnRecorder
@@ -82,10 +83,7 @@ class SessionManager:
         engine = self.engine
         engine.add_resolver(self._resolve)
         engine.add_opener(self._open)
-        engine.on_change(self._changed)
-        engine.on_unsubscribe(self._unsubscribed)
-        engine.on_disconnect(self._disconnected)
-        engine.on_reconnect(self._reconnected)
+        self.follow = Follower(self)
         for action_type, handler in ClientActions(self).handlers().items():
             engine.on_action(action_type, handler)
 
@@ -472,7 +470,7 @@ class SessionManager:
         if chat.older_turns:
             rebuilt["turnsNextCursor"] = str(len(chat.older_turns))
         chat.channel.state = rebuilt
-        self._sync_row(chat)
+        self.follow.sync_row(chat)
 
     async def dispose_session(self, client: Client, params: dict[str, Any]) -> None:
         uri = params["channel"]
@@ -689,117 +687,3 @@ class SessionManager:
             },
         )
         self.host.spawn(self.run_turn, chat, turn_id, pending["message"])
-
-    # -- following changes ------------------------------------------------------
-    def _changed(self, channel: Channel, action: dict[str, Any], before: dict[str, Any]) -> None:
-        if channel.kind == "chat":
-            chat = self.chat_by_uri(channel.uri)
-            if chat is not None:
-                self._sync_row(chat)
-                self._sync_activity(chat)
-                self._sync_summary(chat.session)
-        elif channel.kind == "session":
-            session = self.session_by_uri(channel.uri)
-            if session is not None and session.channel is channel:
-                self._sync_summary(session)
-
-    def _sync_row(self, chat: LiveChat) -> None:
-        """session/chatUpdated, only when the row moved (title, status or activity)."""
-        session = chat.session
-        row = states.chat_row(chat.state)
-        held = next(
-            (r for r in session.state.get("chats", []) if r.get("resource") == chat.uri), None
-        )
-        if held is None:
-            return
-        changes = {
-            key: row.get(key)
-            for key in ("title", "status", "activity")
-            if row.get(key) != held.get(key) and row.get(key) is not None
-        }
-        if changes:
-            self.apply(
-                session.uri, {"type": "session/chatUpdated", "chat": chat.uri, "changes": changes}
-            )
-
-    def _sync_activity(self, chat: LiveChat) -> None:
-        """A session is doing what its default chat is doing; absent means idle."""
-        session = chat.session
-        if session.state.get("defaultChat") != chat.uri:
-            return
-        activity = chat.state.get("activity")
-        if activity != session.state.get("activity"):
-            action: dict[str, Any] = {"type": "session/activityChanged"}
-            if activity:
-                action["activity"] = activity
-            self.apply(session.uri, action)
-
-    def _sync_summary(self, session: LiveSession) -> None:
-        if session.last_summary is None:
-            return
-        summary = self.summary(session)
-        changes = states.summary_changes(session.last_summary, summary)
-        if changes:
-            session.last_summary = summary
-            self.engine.notify_root(
-                "root/sessionSummaryChanged", {"session": session.uri, "changes": changes}
-            )
-
-    # -- clients coming and going -------------------------------------------------
-    def _unsubscribed(self, client: Client, uri: str) -> None:
-        session = self.session_by_uri(uri)
-        if session is not None and session.channel.uri == uri:
-            self._drop_active_client(session, client)
-
-    def _disconnected(self, client: Client) -> None:
-        for session in self.sessions.values():
-            for call_id, ask in list(session.asks.items()):
-                if ask.kind == "toolClientExecution" and ask.client_id == client.client_id:
-                    # Nothing can settle the call any more: it fails, and the turn goes on.
-                    result = {
-                        "success": False,
-                        "pastTenseMessage": "The client running this tool left",
-                        "error": {"message": f"client {client.client_id} disconnected"},
-                    }
-                    self.apply(
-                        ask.chat.uri,
-                        {
-                            "type": "chat/toolCallComplete",
-                            "turnId": ask.turn_id,
-                            "toolCallId": call_id,
-                            "result": result,
-                        },
-                    )
-                    ask.settle(result)
-            if session.channel.uri in client.subscriptions:
-                # A dropped client may be back in a moment; it stays listed until then.
-                self.host.spawn(self._drop_after_grace, session, client)
-
-    async def _drop_after_grace(self, session: LiveSession, client: Client) -> None:
-        await anyio.sleep(self.host.settings.reconnect_grace)
-        if self.sessions.get(session.id) is session:
-            self._drop_active_client(session, client)
-
-    def _reconnected(self, client: Client, channels: list[str]) -> None:
-        """A client back without a session it was active in is no longer active there."""
-        for session in self.sessions.values():
-            if session.channel.uri not in channels:
-                self._drop_active_client(session, client)
-
-    def _drop_active_client(self, session: LiveSession, client: Client) -> None:
-        """Removed unless another connection of the same client still watches the session."""
-        if client.client_id is None:
-            return
-        others = [
-            other
-            for other in session.channel.subscribers
-            if other is not client and other.client_id == client.client_id
-        ]
-        listed = any(
-            active.get("clientId") == client.client_id
-            for active in session.state.get("activeClients", [])
-        )
-        if listed and not others:
-            self.apply(
-                session.uri, {"type": "session/activeClientRemoved", "clientId": client.client_id}
-            )
