@@ -555,3 +555,38 @@ async def test_the_store_keeps_who_made_a_session(session_host):
         await client.request("createSession", {"channel": session_uri(1)})
         record = await running.host.session_store.get(SID.format(1))
         assert record["owner"] == "maker"
+
+
+async def test_a_client_back_without_the_session_is_no_longer_active_there(session_host):
+    async with session_host(grace=30) as (running, _):
+        watcher = await running.connect("watcher")
+        await watcher.initialize()
+        session, _ = await open_session(watcher)
+        first = await running.connect("roamer")
+        await first.initialize()
+        await first.request("subscribe", {"channel": session})
+        await first.dispatch(
+            session,
+            {
+                "type": "session/activeClientSet",
+                "activeClient": {"clientId": "roamer", "tools": []},
+            },
+        )
+        await watcher.recv_until(is_action("session/activeClientSet", session))
+        last_seen = running.host.engine_or_fail.server_seq
+        await first.close()
+        back = await running.connect("roamer")
+        await back.request(
+            "reconnect",
+            {
+                "channel": "ahp-root://",
+                "clientId": "roamer",
+                "lastSeenServerSeq": last_seen,
+                "subscriptions": ["ahp-root://"],
+            },
+        )
+        # Long before the grace runs out: coming back without it is leaving it.
+        removed = await watcher.recv_until(
+            is_action("session/activeClientRemoved", session), timeout=5
+        )
+        assert removed["params"]["action"]["clientId"] == "roamer"
