@@ -270,6 +270,10 @@ class Engine:
                 rewritten = await handler(dispatch)
             except Refused as refusal:
                 return refuse(refusal.reason)
+            except Exception as exc:
+                # The sender holds the action until answered: a failure is still an answer.
+                log.exception("handling %s from client %s failed", action_type, client.label)
+                return refuse(f"the host failed to act on {action_type}: {exc}")
             if rewritten is None:
                 self._run_after(dispatch)
                 return None

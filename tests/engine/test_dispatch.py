@@ -246,3 +246,32 @@ async def test_progress_goes_only_to_the_client_that_asked(ahp_host):
 
 def test_envelope_frames_are_compact_json():
     assert dumps({"a": [1, 2]}) == '{"a":[1,2]}'
+
+
+async def test_a_handler_that_fails_still_answers_the_sender(ahp_host):
+    async with ahp_host(no_plugins=True) as running:
+        engine = running.host.engine_or_fail
+        chat = "ahp-chat:/c1"
+        engine.add_channel(
+            chat,
+            "chat",
+            {
+                "resource": chat,
+                "title": "t",
+                "status": 1,
+                "modifiedAt": "2026-01-01T00:00:00Z",
+                "turns": [],
+            },
+        )
+
+        async def broken(dispatch):
+            raise RuntimeError("something inside broke")
+
+        engine.on_action("chat/isReadChanged", broken)
+        sender, watcher = await pair(running)
+        await watcher.request("subscribe", {"channel": chat})
+        seq = await sender.dispatch(chat, {"type": "chat/isReadChanged", "isRead": False})
+        refusal = await sender.answer_to(seq)
+        assert "something inside broke" in refusal["rejectionReason"]
+        await watcher.sync()
+        assert watcher.actions_for(chat) == []
