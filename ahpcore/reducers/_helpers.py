@@ -236,3 +236,12 @@ def working_directory_removed(state: State, action: Action) -> State:
     if index < 0:
         return state
     return assoc(state, "workingDirectories", removed(current, index))
+
+
+def without_entry(state: State, field: str, key: str, value: Any) -> State:
+    """Drop the entry of list ``field`` whose ``key`` is ``value``; the state itself when none is."""
+    entries = as_list(state.get(field))
+    index = index_by(entries, key, value)
+    if index < 0:
+        return state
+    return assoc(state, field, removed(entries, index))

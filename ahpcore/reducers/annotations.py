@@ -20,6 +20,7 @@ from ._helpers import (
     removed,
     replaced,
     upsert_by,
+    without_entry,
 )
 
 # The annotation properties annotations/updated may write; entries, id and
@@ -46,11 +47,7 @@ def _updated(state: State, action: Action) -> State:
 
 
 def _removed(state: State, action: Action) -> State:
-    annotations = as_list(state.get("annotations"))
-    index = index_by(annotations, "id", action.get("annotationId"))
-    if index < 0:
-        return state
-    return assoc(state, "annotations", removed(annotations, index))
+    return without_entry(state, "annotations", "id", action.get("annotationId"))
 
 
 def _entry_set(state: State, action: Action) -> State:

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ._helpers import Action, State, as_list, assoc, dispatching, index_by, removed, upsert_by
+from ._helpers import (
+    Action,
+    State,
+    as_list,
+    assoc,
+    dispatching,
+    upsert_by,
+    without_entry,
+)
 
 
 def _removed(state: State, action: Action) -> State:
-    entries = as_list(state.get("entries"))
-    index = index_by(entries, "resource", action.get("resource"))
-    if index < 0:
-        return state
-    return assoc(state, "entries", removed(entries, index))
+    return without_entry(state, "entries", "resource", action.get("resource"))
 
 
 _BRANCHES: dict[str, Callable[[State, Action], State]] = {

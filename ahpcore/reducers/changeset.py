@@ -19,11 +19,11 @@ from ._helpers import (
     get,
     index_by,
     index_of,
-    removed,
     replaced,
     same,
     set_field,
     upsert_by,
+    without_entry,
 )
 
 
@@ -36,11 +36,7 @@ def _status_changed(state: State, action: Action) -> State:
 
 
 def _file_removed(state: State, action: Action) -> State:
-    files = as_list(state.get("files"))
-    index = index_by(files, "id", action.get("fileId"))
-    if index < 0:
-        return state
-    return assoc(state, "files", removed(files, index))
+    return without_entry(state, "files", "id", action.get("fileId"))
 
 
 def _files_review_changed(state: State, action: Action) -> State:

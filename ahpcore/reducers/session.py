@@ -35,6 +35,7 @@ from ._helpers import (
     truthy,
     upsert_by,
     with_status_flag,
+    without_entry,
     working_directory_removed,
     working_directory_set,
 )
@@ -181,11 +182,7 @@ def _active_client_set(state: State, action: Action) -> State:
 
 
 def _active_client_removed(state: State, action: Action) -> State:
-    clients = as_list(state.get("activeClients"))
-    index = index_by(clients, "clientId", action.get("clientId"))
-    if index < 0:
-        return state
-    return assoc(state, "activeClients", removed(clients, index))
+    return without_entry(state, "activeClients", "clientId", action.get("clientId"))
 
 
 def _working_directory_replaced(state: State, action: Action) -> State:
