@@ -8,6 +8,7 @@ import pytest
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.rpc.framing import dumps
+from tests.engine.support import add_chat
 
 pytestmark = pytest.mark.anyio
 ROOT = "ahp-root://"
@@ -160,17 +161,7 @@ async def test_actions_on_other_channel_kinds_follow_the_same_rules(ahp_host):
     async with ahp_host(no_plugins=True) as running:
         engine = running.host.engine_or_fail
         chat = "ahp-chat:/c1"
-        engine.add_channel(
-            chat,
-            "chat",
-            {
-                "resource": chat,
-                "title": "first",
-                "status": 1,
-                "modifiedAt": "2026-01-01T00:00:00Z",
-                "turns": [],
-            },
-        )
+        add_chat(engine, chat, "first")
         sender, watcher = await pair(running)
         await watcher.request("subscribe", {"channel": chat})
         await sender.request("subscribe", {"channel": chat})
@@ -252,17 +243,7 @@ async def test_a_handler_that_fails_still_answers_the_sender(ahp_host):
     async with ahp_host(no_plugins=True) as running:
         engine = running.host.engine_or_fail
         chat = "ahp-chat:/c1"
-        engine.add_channel(
-            chat,
-            "chat",
-            {
-                "resource": chat,
-                "title": "t",
-                "status": 1,
-                "modifiedAt": "2026-01-01T00:00:00Z",
-                "turns": [],
-            },
-        )
+        add_chat(engine, chat, "t")
 
         async def broken(dispatch):
             raise RuntimeError("something inside broke")

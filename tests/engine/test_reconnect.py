@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.engine.support import add_chat
+
 pytestmark = pytest.mark.anyio
 ROOT = "ahp-root://"
 
@@ -16,17 +18,7 @@ async def test_reconnect_replays_what_was_missed(ahp_host):
     async with ahp_host(no_plugins=True) as running:
         engine = running.host.engine_or_fail
         chat = "ahp-chat:/c1"
-        engine.add_channel(
-            chat,
-            "chat",
-            {
-                "resource": chat,
-                "title": "t",
-                "status": 1,
-                "modifiedAt": "2026-01-01T00:00:00Z",
-                "turns": [],
-            },
-        )
+        add_chat(engine, chat, "t")
         first = await running.connect("returning")
         result = await first.initialize(subscriptions=[ROOT, chat])
         last_seen = result["serverSeq"]
