@@ -41,6 +41,29 @@ DEFAULT_PORT = 8765
 DEFAULT_MAX_FRAME_BYTES = 64 << 20
 
 
+def _describe(function: Callable[..., Any]) -> str:
+    return getattr(function, "__qualname__", None) or repr(function)
+
+
+async def _supervised(
+    function: Callable[..., Coroutine[Any, Any, Any]], args: tuple[Any, ...], name: str | None
+) -> None:
+    # Cancellation passes through; any other failure ends here, logged.
+    try:
+        await function(*args)
+    except Exception:
+        what = name or _describe(function)
+        log.exception("background work %s failed (args: %s)", what, _brief(args))
+
+
+def _brief(args: tuple[Any, ...]) -> str:
+    described = []
+    for arg in args:
+        uri = getattr(arg, "uri", None)
+        described.append(str(uri) if isinstance(uri, str) else type(arg).__name__)
+    return ", ".join(described) or "none"
+
+
 def default_state_dir() -> Path:
     return platformdirs.user_state_path("ahp")
 
@@ -72,6 +95,7 @@ class Host:
         self.sessions: Any = None
         self._started = False
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._stopping = False
 
     # -- startup -------------------------------------------------------------------
     async def start(self) -> Host:
@@ -116,6 +140,7 @@ class Host:
 
     async def __aexit__(self, *exc_info: Any) -> None:
         tasks, self._tasks = self._tasks, None
+        self._stopping = True
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()
@@ -127,10 +152,18 @@ class Host:
     def spawn(
         self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
     ) -> None:
-        """Run background work for as long as the host runs (``async with host``)."""
+        """Run background work for as long as the host runs (``async with host``).
+
+        The work is supervised: an exception in it is logged with what the work
+        was for and goes no further, so one session's fault never stops the host.
+        Work spawned while the host shuts down is dropped.
+        """
         if self._tasks is None:
+            if self._stopping:
+                log.debug("host stopping: %s not started", name or _describe(function))
+                return
             raise RuntimeError("the host is not running: use 'async with host'")
-        self._tasks.start_soon(function, *args, name=name)
+        self._tasks.start_soon(_supervised, function, args, name, name=name)
 
     @property
     def engine_or_fail(self) -> Engine:

@@ -163,9 +163,13 @@ class Engine:
         """Reduce ``action`` onto a channel and send it to every watcher.
 
         Returns the envelope, or None when the action changed nothing (then
-        nothing is sent, buffered or numbered).
+        nothing is sent, buffered or numbered), or when the channel is gone: a
+        late report from a chat torn down meanwhile changes nothing.
         """
-        channel = self.channels[uri]
+        channel = self.channels.get(uri)
+        if channel is None:
+            log.warning("%s dropped: no channel %s any more", action.get("type"), uri)
+            return None
         before = channel.state
         after = reducers.reduce(channel.kind, before, action)
         if after is before or after == before:
@@ -186,7 +190,10 @@ class Engine:
                 frames[spelling] = (spelled, len(spelled.encode("utf-8")))
             client.deliver(uri, *frames[spelling])
         for listener in self._change_listeners:
-            listener(channel, action, before)
+            try:
+                listener(channel, action, before)
+            except Exception:
+                log.exception("a change listener failed on %s to %s", action.get("type"), uri)
         return envelope
 
     def on_change(self, listener: ChangeListener) -> None:

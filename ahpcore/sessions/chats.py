@@ -141,7 +141,7 @@ class ChatCommands:
                 INVALID_PARAMS,
                 f"{params['channel']} is the last chat of {session.uri}: dispose the session instead",
             )
-        await self.manager.stop_chat(chat)
+        await self.manager.stop_chat(chat, for_good=True)
         if session.backend.abilities.delete and chat.uri != session.state.get("defaultChat"):
             try:
                 await session.backend.delete(chat.backend_id)

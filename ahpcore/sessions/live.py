@@ -52,6 +52,10 @@ class LiveChat:
     existing: bool = False
     fork_from: tuple[str, str] | None = None
     side_of: tuple[str, str] | None = None
+    #: Set when the running turn has wound down (tear-down waits on it).
+    turn_done: anyio.Event | None = None
+    #: Being torn down: no further turn may start in it.
+    closing: bool = False
 
     @property
     def state(self) -> dict[str, Any]:

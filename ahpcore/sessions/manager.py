@@ -51,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TITLE_LENGTH = 80
+#: How long tear-down waits for a cancelled turn to wind down before going on.
+TURN_WIND_DOWN_SECONDS = 10.0
 #: A chat's references to what it made (changesets, canvases), kept across restarts.
 ARTIFACT_KEYS = ("changesets", "canvases")
 
@@ -478,7 +480,7 @@ class SessionManager:
         if session is None:
             session = await self.reopen_for(uri)
         for chat in list(session.chats.values()):
-            await self.stop_chat(chat)
+            await self.stop_chat(chat, for_good=True)
         terminals = self.host.ports.get("terminals")
         if terminals is not None:
             await resolve(terminals.release_session(session.uri))
@@ -509,9 +511,20 @@ class SessionManager:
             raise ProtocolError(SESSION_NOT_FOUND, f"no session {uri} on this host")
         return session
 
-    async def stop_chat(self, chat: LiveChat) -> None:
+    async def stop_chat(self, chat: LiveChat, *, for_good: bool = False) -> None:
+        """Cancel the chat's running turn and wait for it to wind down, then close its agent.
+
+        ``for_good``: the chat is being torn down, so no queued turn starts after.
+        """
+        chat.closing = chat.closing or for_good
         if chat.turn_scope is not None:
             chat.turn_scope.cancel()
+        done = chat.turn_done
+        if done is not None:
+            with anyio.move_on_after(TURN_WIND_DOWN_SECONDS, shield=True) as waited:
+                await done.wait()
+            if waited.cancelled_caught:
+                log.warning("the turn of %s did not wind down when cancelled", chat.uri)
         for ask in list(chat.session.asks.values()):
             if ask.chat is chat:
                 ask.settle(None)
@@ -578,6 +591,18 @@ class SessionManager:
 
     async def run_turn(
         self, chat: LiveChat, turn_id: str, message: dict[str, Any], *, resume: bool = False
+    ) -> None:
+        session = chat.session
+        if chat.closing or chat.uri not in session.chats:
+            return  # torn down before the turn got going
+        chat.turn_done = done = anyio.Event()
+        try:
+            await self._run_turn(chat, turn_id, message, resume=resume)
+        finally:
+            done.set()
+
+    async def _run_turn(
+        self, chat: LiveChat, turn_id: str, message: dict[str, Any], *, resume: bool
     ) -> None:
         session = chat.session
         if not resume and not session.state.get("title", "").strip():
@@ -667,7 +692,11 @@ class SessionManager:
 
     def take_next(self, chat: LiveChat) -> None:
         """Start the next waiting message, steering first, then the queue in order."""
-        if chat.state.get("activeTurn") is not None or chat.uri not in chat.session.chats:
+        if (
+            chat.closing
+            or chat.state.get("activeTurn") is not None
+            or chat.uri not in chat.session.chats
+        ):
             return
         pending = chat.state.get("steeringMessage")
         if pending is None:

@@ -1,0 +1,5 @@
+"""The session-host fixture, shared with the session tests."""
+
+from tests.sessions.conftest import session_host
+
+__all__ = ["session_host"]
