@@ -8,6 +8,7 @@ transport then hands its connections to ``serve_connection``.
 from __future__ import annotations
 
 import logging
+import os
 import platform
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
@@ -68,6 +69,23 @@ def default_state_dir() -> Path:
     return platformdirs.user_state_path("ahp")
 
 
+#: The state folder holds titles, folders and conversations: the user's alone.
+STATE_DIR_MODE = 0o700
+
+
+def _make_state_dir(path: Path) -> None:
+    """Create the state folder owner-only, before any plugin writes into it."""
+    try:
+        if not path.exists():
+            path.mkdir(parents=True, mode=STATE_DIR_MODE)
+            path.chmod(STATE_DIR_MODE)  # mkdir's mode is cut by the umask
+        elif path == default_state_dir() and path.stat().st_uid == os.getuid():
+            path.chmod(STATE_DIR_MODE)  # ours alone: tighten what older versions made
+    except OSError as exc:
+        # Whoever needs the folder reports it when it cannot use it.
+        log.warning("could not make the state folder %s private: %s", path, exc)
+
+
 @dataclass
 class HostSettings:
     host: str = DEFAULT_HOST
@@ -102,6 +120,7 @@ class Host:
         if self._started:
             return self
         self.plugins.load()
+        _make_state_dir(self.settings.state_dir)
         hook = self.plugins.hook
         config_schema = await self._collect_root_config()
         self.engine = Engine(
@@ -270,5 +289,13 @@ class Host:
 
     async def aclose(self) -> None:
         store = self.session_store
+        flush = getattr(store, "flush", None)
+        if flush is not None:
+            # One last try for records a failed write left dirty.
+            with anyio.move_on_after(10):
+                try:
+                    await flush()
+                except Exception:
+                    log.exception("could not save every session before stopping")
         if store is not None and hasattr(store, "close"):
             store.close()

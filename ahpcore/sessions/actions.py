@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ahpcore.engine.core import Dispatch, Refused
 from ahpcore.sessions.contract import Approval, InputAnswer
 from ahpcore.sessions.live import LiveChat, LiveSession
+from ahpcore.store.file import StoreError
 
 if TYPE_CHECKING:
     from ahpcore.sessions.manager import SessionManager
@@ -223,7 +224,11 @@ class ClientActions:
         if not isinstance(title, str) or not title.strip():
             raise Refused("a session's title cannot be blank")
         session = self.session_of(dispatch)
-        dispatch.after.append(lambda: self.manager.save_soon(session))
+        try:
+            # On disk before it is echoed to anyone, its sender included.
+            await self.manager._save(session, title=title.strip())
+        except StoreError as exc:
+            raise Refused(f"the title was not saved: {exc}") from None
         return {**dispatch.action, "title": title.strip()}
 
     async def active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:

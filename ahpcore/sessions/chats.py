@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpcore.engine.clients import Client
 from ahpcore.protocol.errors import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     SESSION_ALREADY_EXISTS,
     SESSION_NOT_FOUND,
@@ -112,10 +113,17 @@ class ChatCommands:
             raise ProtocolError(
                 -32603, f"the {backend.provider} backend could not start the chat: {exc}"
             ) from None
+        try:
+            # On disk before anyone, the creator included, is told the chat exists.
+            await self.manager._save(session)
+        except Exception as exc:  # StoreError, or whatever a plugin's store raises
+            await self.manager.stop_chat(chat, for_good=True)
+            session.chats.pop(uri, None)
+            self.manager.engine.remove_channel(uri)
+            raise ProtocolError(INTERNAL_ERROR, f"chat {uri} not created: {exc}") from None
         self.manager.apply(
             session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)}
         )
-        self.manager.save_soon(session)
         message = params.get("initialMessage")
         if isinstance(message, dict):
             turn_id = str(uuid.uuid4())

@@ -65,6 +65,7 @@ class SessionManager:
         self.store = host.session_store
         self.sessions: dict[str, LiveSession] = {}
         self.cursors = Cursors()
+        self._saves_waiting: set[str] = set()
         self.auth = Authenticator(self._protected_resources, host.spawn, self._signed_in)
         self._install()
 
@@ -184,7 +185,11 @@ class SessionManager:
             return {}
         return dict(await self.store.get(session_id) or {})
 
-    async def _save(self, session: LiveSession) -> None:
+    async def _save(self, session: LiveSession, *, title: str | None = None) -> None:
+        """Write the session's record; returns once the store holds it.
+
+        ``title``: a title about to be applied, saved before anyone is told of it.
+        """
         if self.store is None:
             return
         state = session.state
@@ -192,7 +197,7 @@ class SessionManager:
             "uri": session.uri,
             "owner": session.owner,
             "provider": session.provider,
-            "title": state.get("title", ""),
+            "title": state.get("title", "") if title is None else title,
             "createdAt": session.created_at,
             "modifiedAt": session.modified_at,
             "workingDirectories": list(session.working_directories),
@@ -218,8 +223,17 @@ class SessionManager:
         await self.store.put(session.id, record)
 
     def save_soon(self, session: LiveSession) -> None:
-        if self.store is not None:
-            self.host.spawn(self._save, session)
+        # At most one save waits per session: it writes whatever the session holds
+        # when it runs, so a burst of changes costs one write, not one each.
+        if self.store is None or session.id in self._saves_waiting:
+            return
+        self._saves_waiting.add(session.id)
+        self.host.spawn(self._save_waiting, session, name=f"saving {session.uri}")
+
+    async def _save_waiting(self, session: LiveSession) -> None:
+        self._saves_waiting.discard(session.id)
+        if self.sessions.get(session.id) is session:  # a disposed session stays deleted
+            await self._save(session)
 
     async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         rows = [self.summary(session) for session in self.sessions.values()]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ahpcore.store.file import FileSessionStore
+from ahpcore.store.file import FileSessionStore, StoreError
 from ahpcore.store.memory import MemorySessionStore
 
 STORE_KINDS = ("file", "memory")
@@ -19,4 +19,4 @@ def open_store(kind: str, state_dir: Path) -> FileSessionStore | MemorySessionSt
     raise ValueError(f"unknown session store {kind!r}; expected one of {', '.join(STORE_KINDS)}")
 
 
-__all__ = ["STORE_KINDS", "FileSessionStore", "MemorySessionStore", "open_store"]
+__all__ = ["STORE_KINDS", "FileSessionStore", "MemorySessionStore", "StoreError", "open_store"]
