@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 
 from ahpcore.protocol.errors import INTERNAL_ERROR, ProtocolError
-from ahpcore.rpc.framing import Message, dumps, parse
+from ahpcore.rpc.framing import Message, dumps, parse, without_paths
 from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,10 @@ class Peer:
         except Exception as exc:
             log.exception("client %s: %s failed", self.id, message.method)
             self.respond_error(
-                message.id, ProtocolError(INTERNAL_ERROR, f"{message.method} failed: {exc}")
+                message.id,
+                ProtocolError(
+                    INTERNAL_ERROR, f"{message.method} failed: {without_paths(str(exc))}"
+                ),
             )
         else:
             if isinstance(result, Reply):
