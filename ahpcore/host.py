@@ -17,10 +17,15 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import platformdirs
 
 from ahpcore import __version__
 from ahpcore.builtins.core import DEFAULT_CLIENT_QUEUE_BYTES, DEFAULT_REPLAY_BYTES
+from ahpcore.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_PORT,
+    default_state_dir,
+)
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
 from ahpcore.engine.router import Router, resolve
@@ -33,19 +38,6 @@ from ahpcore.rpc.peer import Peer
 from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
-
-DEFAULT_HOST = "127.0.0.1"
-#: The port ``ahp serve`` listens on unless told otherwise.
-DEFAULT_PORT = 8765
-#: Inbound frames larger than this close the connection (1009). The largest inbound
-#: messages are a file written through resourceWrite and a prompt carrying attachments,
-#: both mostly one base64 string: 16 MiB carries 12 MiB of content, and a client with
-#: more raises ``--max-frame-bytes``.
-DEFAULT_MAX_FRAME_BYTES = 16 << 20
-
-
-def default_state_dir() -> Path:
-    return platformdirs.user_state_path("ahp")
 
 
 @dataclass
