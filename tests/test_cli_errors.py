@@ -12,6 +12,7 @@ import subprocess
 import anyio
 import pytest
 from websockets.asyncio.client import connect, unix_connect
+from websockets.exceptions import InvalidStatus
 
 from tests.test_cli import AHP, run_ahp, start_serve
 
@@ -165,14 +166,20 @@ async def test_banner_token_file_and_log_hygiene(tmp_path):
     assert "innocent\\n2026-01-01" in stderr
 
 
-def test_info_logs_name_each_connection_once(tmp_path):
-    # websockets' own "connection open" lines repeat what the host logs per client.
-    served = start_serve(tmp_path, "--sessions", "memory", "--no-token")
+def test_origins_over_the_command_line_and_one_log_line_per_connection(tmp_path):
+    served = start_serve(
+        tmp_path, "--sessions", "memory", "--no-token", "--allow-origin", "https://app.example"
+    )
 
     async def visit() -> None:
-        async with connect(served.url) as ws:
-            await ws.send(_ping(1))
-            await ws.recv()
+        for origin in (None, "https://app.example"):
+            headers = {"Origin": origin} if origin else {}
+            async with connect(served.url, additional_headers=headers) as ws:
+                await ws.send(_ping(1))
+                await ws.recv()
+        with pytest.raises(InvalidStatus) as refused_page:
+            await connect(served.url, additional_headers={"Origin": "https://evil.example"})
+        assert refused_page.value.response.status_code == 403
 
     try:
         anyio.run(visit)
@@ -180,7 +187,9 @@ def test_info_logs_name_each_connection_once(tmp_path):
         served.process.send_signal(signal.SIGTERM)
         served.process.wait(30)
     stderr = served.process.stderr.read() if served.process.stderr else ""
-    assert "connected over ws" in stderr
+    assert "page https://evil.example (origin not allowed" in stderr
+    # websockets' own "connection open" lines would repeat what the host logs per client.
+    assert stderr.count("connected over ws") == 2
     assert "connection open" not in stderr and "connection closed" not in stderr
 
 
