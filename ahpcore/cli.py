@@ -51,6 +51,9 @@ MIN_TOKEN_LENGTH = 16
 #: ... and use at least this many different characters ("aaaa..." is one guess).
 MIN_TOKEN_DISTINCT = 8
 
+#: No protocol request fits in less (an initialize with a few subscriptions).
+MIN_FRAME_BYTES = 4096
+
 #: Boolean flags take no value; typer would show ``<bool>`` after them.
 _FLAG: dict[str, Any] = {"metavar": ""}
 
@@ -325,6 +328,10 @@ def serve(
     """Run the host."""
     try:
         _check_serve_usage(host, port, log_level, stdio, socket_path)
+        if max_frame_bytes < MIN_FRAME_BYTES:
+            raise Fail(
+                f"--max-frame-bytes {max_frame_bytes} is too small (at least {MIN_FRAME_BYTES})"
+            )
         configure_logging(log_level)
         if sessions not in STORE_KINDS:
             raise Fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
@@ -355,8 +362,6 @@ def serve(
             if isinstance(leaf, PluginError):
                 typer.echo(f"ahp: {leaf}", err=True)
                 raise typer.Exit(2) from None
-        if isinstance(exc, (KeyboardInterrupt, typer.Exit)):
-            raise
         raise
 
 
