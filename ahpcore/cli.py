@@ -8,34 +8,84 @@ import logging
 import os
 import secrets
 import signal
+import socket
+import stat
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
 
 from ahpcore import __version__
-from ahpcore.host import DEFAULT_HOST, DEFAULT_MAX_FRAME_BYTES, DEFAULT_PORT, Host, HostSettings
+from ahpcore.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_PORT,
+    default_state_dir,
+)
+from ahpcore.logs import LEVELS, escape
+from ahpcore.logs import configure as configure_logging
 from ahpcore.plugins import PluginError, PluginManager, Selection
-from ahpcore.store import STORE_KINDS
+
+if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
+    from ahpcore.host import Host
+
+#: The session stores ``ahpcore.store`` opens (checked against it when serving).
+STORE_KINDS = ("file", "memory")
 
 app = typer.Typer(
     name="ahp",
     help="A plugin-first host for the Agent Host Protocol.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain help: rich help shows a "<bool>" placeholder after flags that take no value.
+    rich_markup_mode=None,
 )
 log = logging.getLogger("ahp")
 
+#: A token chosen by the user must be at least this long ...
+MIN_TOKEN_LENGTH = 16
+#: ... and use at least this many different characters ("aaaa..." is one guess).
+MIN_TOKEN_DISTINCT = 8
+
+#: No protocol request fits in less (an initialize with a few subscriptions).
+MIN_FRAME_BYTES = 4096
+
+#: Boolean flags take no value; typer would show ``<bool>`` after them.
+_FLAG: dict[str, Any] = {"metavar": ""}
+
 PluginsOption = Annotated[
     str | None,
-    typer.Option("--plugins", help="Load only these plugins (comma-separated names)."),
+    typer.Option(
+        "--plugins",
+        envvar="AHP_PLUGINS",
+        metavar="<names>",
+        show_default="every installed plugin",
+        help="Load only these plugins (comma-separated names) besides the essential ones.",
+    ),
 ]
 NoPluginsOption = Annotated[
     bool,
-    typer.Option("--no-plugins", help="Protocol only: load the essential core plugins alone."),
+    typer.Option(
+        "--no-plugins",
+        envvar="AHP_NO_PLUGINS",
+        help="Protocol only: load the essential core plugins alone.",
+        show_default="off",
+        **_FLAG,
+    ),
 ]
+
+
+class Fail(Exception):
+    """Stops the command with one line ``ahp: <what> (<why>)`` and an exit code:
+    2 for a bad command line or environment variable, 1 for a failure at run time."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _is_loopback(host: str) -> bool:
@@ -56,145 +106,376 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _why(exc: BaseException) -> str:
+    """The reason an error gives, without the call it came from."""
+    if isinstance(exc, OSError):
+        if exc.strerror and ":" not in exc.strerror:
+            return exc.strerror[:1].lower() + exc.strerror[1:]
+        if exc.errno:  # asyncio spells "error while attempting to bind on address (...): ..."
+            return os.strerror(exc.errno).lower()
+    return str(exc)
+
+
+def _check_token_strength(token: str, source: str) -> None:
+    if len(token) < MIN_TOKEN_LENGTH or len(set(token)) < MIN_TOKEN_DISTINCT:
+        raise Fail(
+            f"the token from {source} is too weak (it needs at least {MIN_TOKEN_LENGTH} "
+            f"characters, {MIN_TOKEN_DISTINCT} of them different; leave it out and the host "
+            "makes a strong one)"
+        )
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        info = path.stat()
+        if info.st_mode & 0o077:
+            raise Fail(
+                f"token file {path} is open to other users "
+                f"(mode {stat.S_IMODE(info.st_mode):o}; run chmod 600 {path})"
+            )
+        token = path.read_text("utf-8").strip()
+    except OSError as exc:
+        raise Fail(f"cannot read token file {path} ({_why(exc)})") from None
+    if not token:
+        raise Fail(f"token file {path} is empty")
+    return token
+
+
+def _choose_token(
+    token: str | None, token_file: Path | None, no_token: bool, stdio: bool, host: str
+) -> str | None:
+    if no_token and (token or token_file):
+        raise Fail("--no-token contradicts --token / --token-file (or AHP_TOKEN)")
+    if token and token_file:
+        raise Fail("give the token once: --token (or AHP_TOKEN) or --token-file, not both")
+    if no_token:
+        if not stdio and not _is_loopback(host):
+            raise Fail(
+                f"refusing to listen on {host} without a connection token (anyone who can "
+                "reach it could run agents on this machine; drop --no-token or bind to 127.0.0.1)"
+            )
+        return None
+    if token_file is not None:
+        chosen = _read_token_file(token_file)
+        _check_token_strength(chosen, f"--token-file {token_file}")
+        return chosen
+    if token:
+        _check_token_strength(token, "--token or AHP_TOKEN")
+        return token
+    return secrets.token_urlsafe(24)
+
+
+def _check_state_dir(path: Path) -> None:
+    """The state folder exists (made owner-only) and takes a file, or serving is refused."""
+    try:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".ahp-write-check-"):
+            pass
+    except OSError as exc:
+        raise Fail(f"cannot use state folder {path} ({_why(exc)})", 1) from None
+
+
+def _check_serve_usage(
+    host: str, port: int, log_level: str, stdio: bool, socket_path: Path | None
+) -> None:
+    if log_level.lower() not in LEVELS:
+        raise Fail(f"unknown --log-level {log_level!r} (use {', '.join(LEVELS)})")
+    if not 0 <= port <= 65535:
+        raise Fail(f"--port {port} is out of range (0 to 65535; 0 picks a free port)")
+    if stdio:
+        try:
+            mode = os.fstat(sys.stdin.fileno()).st_mode
+        except (OSError, ValueError):
+            raise Fail("--stdio needs stdin (stdin is closed)") from None
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+            raise Fail("--stdio needs a pipe or a socket on stdin (stdin is a regular file)")
+        return
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise Fail(f"cannot resolve --host {host} ({why})") from None
+    if socket_path is not None and socket_path.exists() and not socket_path.is_socket():
+        raise Fail(f"cannot listen on unix socket {socket_path} (it exists and is not a socket)")
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _version_flag(value: bool) -> None:
+    if value:
+        _print_version()
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version and exit (no environment variable).",
+            is_eager=True,
+            callback=_version_flag,
+            **_FLAG,
+        ),
+    ] = False,
+) -> None:
+    """A plugin-first host for the Agent Host Protocol."""
+
+
 @app.command()
 def serve(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="TCP port to listen on (0 picks a free one).")] = (
-        DEFAULT_PORT
-    ),
+    host: Annotated[
+        str, typer.Option(envvar="AHP_HOST", help="Address to listen on.")
+    ] = DEFAULT_HOST,
+    port: Annotated[
+        int, typer.Option(envvar="AHP_PORT", help="TCP port to listen on (0 picks a free one).")
+    ] = DEFAULT_PORT,
     plugins: PluginsOption = None,
     no_plugins: NoPluginsOption = False,
     sessions: Annotated[
-        str, typer.Option(help=f"Session store: {' or '.join(STORE_KINDS)}.")
+        str,
+        typer.Option(envvar="AHP_SESSIONS", help=f"Session store: {' or '.join(STORE_KINDS)}."),
     ] = "file",
     token: Annotated[
         str | None,
         typer.Option(
-            help="Connection token clients must present (default: $AHP_TOKEN or a new one)."
+            envvar="AHP_TOKEN",
+            show_envvar=True,
+            help="Connection token clients must present, at least "
+            f"{MIN_TOKEN_LENGTH} characters. A token on the command line is visible to "
+            "every user of this machine in `ps`: prefer AHP_TOKEN or --token-file.",
+            show_default="a new random token, printed at start",
+        ),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_TOKEN_FILE",
+            help="Read the connection token from this file, which only its owner may "
+            "read (chmod 600).",
+            show_default="none",
         ),
     ] = None,
     no_token: Annotated[
-        bool, typer.Option("--no-token", help="Accept clients without a token (loopback only).")
+        bool,
+        typer.Option(
+            "--no-token",
+            envvar="AHP_NO_TOKEN",
+            help="Accept clients without a token (loopback only).",
+            show_default="off",
+            **_FLAG,
+        ),
     ] = False,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-origin",
+            envvar="AHP_ALLOW_ORIGINS",
+            help="Also accept connections from web pages of this origin "
+            "(https://app.example; repeat or separate with commas; * for any page on the "
+            "web, which lets every site you visit drive this host).",
+            metavar="<origin>",
+            show_default="loopback pages and the host's own only",
+        ),
+    ] = None,
     stdio: Annotated[
-        bool, typer.Option("--stdio", help="Serve one client over stdin/stdout instead.")
+        bool,
+        typer.Option(
+            "--stdio",
+            envvar="AHP_STDIO",
+            help="Serve one client over stdin/stdout instead.",
+            show_default="off",
+            **_FLAG,
+        ),
     ] = False,
-    socket: Annotated[
-        Path | None, typer.Option("--socket", help="Also listen on this Unix domain socket.")
+    socket_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            envvar="AHP_SOCKET",
+            help="Also listen on this Unix domain socket.",
+            show_default="none",
+        ),
     ] = None,
     max_frame_bytes: Annotated[
-        int, typer.Option(help="Largest inbound frame; a bigger one closes the connection.")
+        int,
+        typer.Option(
+            envvar="AHP_MAX_FRAME_BYTES",
+            help="Largest inbound frame; a bigger one closes the connection (1009).",
+        ),
     ] = DEFAULT_MAX_FRAME_BYTES,
     compression: Annotated[
-        bool, typer.Option(help="permessage-deflate on WebSocket connections.")
+        bool,
+        typer.Option(envvar="AHP_COMPRESSION", help="permessage-deflate on WebSocket connections."),
     ] = True,
     state_dir: Annotated[
-        Path | None, typer.Option(help="Where the host keeps its state (default: platform's).")
+        Path | None,
+        typer.Option(
+            envvar="AHP_STATE_DIR",
+            help="Where the host keeps its state.",
+            show_default=str(default_state_dir()),
+        ),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    log_level: Annotated[
+        str, typer.Option(envvar="AHP_LOG_LEVEL", help=f"One of {', '.join(LEVELS)}.")
+    ] = "info",
 ) -> None:
     """Run the host."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if sessions not in STORE_KINDS:
-        raise _fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
-    if no_token and token:
-        raise _fail("--token and --no-token contradict each other")
-    if no_token and not stdio and not _is_loopback(host):
-        raise _fail(
-            f"refusing to listen on {host} without a connection token: anyone who can reach "
-            "it could run agents on this machine. Drop --no-token or bind to 127.0.0.1."
-        )
-    if no_token:
-        log.warning("accepting WebSocket clients without a connection token (loopback only)")
-        chosen_token = None
-    else:
-        chosen_token = token or os.environ.get("AHP_TOKEN") or secrets.token_urlsafe(24)
-    settings = HostSettings(
-        host=host,
-        port=port,
-        sessions=sessions,
-        max_frame_bytes=max_frame_bytes,
-        compression=compression,
-    )
-    if state_dir is not None:
-        settings.state_dir = state_dir
     try:
+        _check_serve_usage(host, port, log_level, stdio, socket_path)
+        if max_frame_bytes < MIN_FRAME_BYTES:
+            raise Fail(
+                f"--max-frame-bytes {max_frame_bytes} is too small (at least {MIN_FRAME_BYTES})"
+            )
+        configure_logging(log_level)
+        if sessions not in STORE_KINDS:
+            raise Fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
+        chosen_token = _choose_token(token, token_file, no_token, stdio, host)
+        from ahpcore.host import Host, HostSettings
+
+        settings = HostSettings(
+            host=host,
+            port=port,
+            sessions=sessions,
+            max_frame_bytes=max_frame_bytes,
+            compression=compression,
+        )
+        if state_dir is not None:
+            settings.state_dir = state_dir
+        _check_state_dir(settings.state_dir)
+        origins = [o.strip() for item in allow_origin or () for o in item.split(",") if o.strip()]
+        if chosen_token is None:
+            log.warning("accepting WebSocket clients without a connection token (loopback only)")
         the_host = Host(_manager(plugins, no_plugins), settings)
-        anyio.run(_serve, the_host, chosen_token, stdio, socket, backend="asyncio")
-    except PluginError as exc:
-        raise _fail(str(exc)) from None
-    except OSError as exc:
-        raise _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        options = _ServeOptions(chosen_token, stdio, socket_path, origins)
+        anyio.run(_serve, the_host, options, backend="asyncio")
+    except BaseException as exc:  # one line for what the user can act on, never a traceback
+        for leaf in _leaves(exc):
+            if isinstance(leaf, Fail):
+                typer.echo(f"ahp: {leaf}", err=True)
+                raise typer.Exit(leaf.code) from None
+            if isinstance(leaf, PluginError):
+                typer.echo(f"ahp: {leaf}", err=True)
+                raise typer.Exit(2) from None
+        raise
 
 
-async def _serve(host: Host, token: str | None, stdio: bool, socket: Path | None) -> None:
+@dataclass
+class _ServeOptions:
+    token: str | None
+    stdio: bool
+    socket: Path | None
+    allow_origins: list[str]
+
+
+async def _serve(host: Host, options: _ServeOptions) -> None:
     async with host:
-        await _serve_transports(host, token, stdio, socket)
+        await _serve_transports(host, options)
 
 
-async def _serve_transports(
-    host: Host, token: str | None, stdio: bool, socket: Path | None
-) -> None:
-    from ahpcore.transports import stdio as stdio_transport
+async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
+    """Bind every listener before anything is printed: a failure leaves nothing half-open."""
     from ahpcore.transports.websocket import start_unix_server, start_websocket_server
 
-    for failure in host.plugins.failures:
-        typer.echo(f"ahp: plugin {failure.name} left out: {failure.error}", err=True)
     settings = host.settings
-    servers = []
+    servers: list[Any] = []
     try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
-            if stdio:
-                wire, reader = await stdio_transport.open_pipes(
-                    max_frame_bytes=settings.max_frame_bytes
+        try:
+            servers.append(
+                await start_websocket_server(
+                    host.serve_connection,
+                    host=settings.host,
+                    port=settings.port,
+                    token=options.token,
+                    max_frame_bytes=settings.max_frame_bytes,
+                    compression=settings.compression,
+                    allow_origins=options.allow_origins,
                 )
-
-                async def frames() -> bytes | None:
-                    return await stdio_transport.read_line(reader)
-
-                await host.serve_connection(wire, frames)
-                tg.cancel_scope.cancel()
-                return
-            server = await start_websocket_server(
-                host.serve_connection,
-                host=settings.host,
-                port=settings.port,
-                token=token,
-                max_frame_bytes=settings.max_frame_bytes,
-                compression=settings.compression,
             )
-            servers.append(server)
-            bound = next(iter(server.sockets)).getsockname()
-            shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-            url = f"ws://{shown_host}:{bound[1]}/"
-            typer.echo(f"ahp {__version__} listening on {url}")
-            if token:
-                typer.echo(f"connection token: {token}")
-                typer.echo(f"connect with: {url}?token={token}")
-            if socket is not None:
+        except OSError as exc:
+            raise Fail(
+                f"cannot listen on {settings.host}:{settings.port} ({_why(exc)})", 1
+            ) from None
+        if options.socket is not None:
+            try:
                 servers.append(
                     await start_unix_server(
                         host.serve_connection,
-                        path=str(socket),
+                        path=str(options.socket),
                         max_frame_bytes=settings.max_frame_bytes,
                         compression=settings.compression,
+                        allow_origins=options.allow_origins,
                     )
                 )
-                typer.echo(f"also listening on unix socket {socket}")
-            typer.echo(
-                f"plugins: {', '.join(host.plugins.names())}; press Ctrl-C to stop", err=True
-            )
-            sys.stdout.flush()
+            except OSError as exc:
+                raise Fail(
+                    f"cannot listen on unix socket {options.socket} ({_why(exc)})", 1
+                ) from None
+    except BaseException:
+        await _close_all(servers)
+        raise
+    return servers
+
+
+async def _close_all(servers: list[Any]) -> None:
+    with anyio.CancelScope(shield=True):
+        for server in servers:
+            server.close()
+            await server.wait_closed()
+
+
+def _plugin_list(host: Host) -> str:
+    return ", ".join(
+        f"{info.name} {info.version}" if info.version else info.name
+        for info in host.plugins.plugins()
+    )
+
+
+async def _serve_transports(host: Host, options: _ServeOptions) -> None:
+    from ahpcore.transports import stdio as stdio_transport
+
+    for failure in host.plugins.failures:
+        typer.echo(f"ahp: plugin {failure.name} left out: {escape(failure.error)}", err=True)
+    settings = host.settings
+    if options.stdio:
+        wire, reader = await stdio_transport.open_pipes(max_frame_bytes=settings.max_frame_bytes)
+
+        async def frames() -> bytes | None:
+            return await stdio_transport.read_line(reader)
+
+        typer.echo(
+            f"ahp {__version__} serving one client on stdio; state in {settings.state_dir}; plugins: {_plugin_list(host)}",
+            err=True,
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            await host.serve_connection(wire, frames)
+            tg.cancel_scope.cancel()
+        return
+    servers = await _listen(host, options)
+    try:
+        bound = next(iter(servers[0].sockets)).getsockname()
+        shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        url = f"ws://{shown_host}:{bound[1]}/"
+        typer.echo(f"ahp {__version__} listening on {url}")
+        if options.socket is not None:
+            typer.echo(f"also listening on unix socket {options.socket}")
+        if options.token:
+            typer.echo(f"connection token: {options.token}")
+            typer.echo(f"connect with: {url}?token={options.token}")
+        typer.echo(f"state in {settings.state_dir}", err=True)
+        typer.echo(f"plugins: {_plugin_list(host)}", err=True)
+        typer.echo("press Ctrl-C to stop", err=True)
+        sys.stdout.flush()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_on_signal, tg.cancel_scope)
     finally:
-        with anyio.CancelScope(shield=True):
-            for server in servers:
-                server.close()
-                await server.wait_closed()
+        await _close_all(servers)
         typer.echo("ahp stopped", err=True)
 
 
@@ -208,9 +489,23 @@ async def _stop_on_signal(scope: anyio.CancelScope) -> None:
 
 @app.command("plugins")
 def plugins_command(
-    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Machine-readable output (no environment variable).",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
     hook: Annotated[
-        str | None, typer.Option("--hook", help="Only plugins implementing this hook.")
+        str | None,
+        typer.Option(
+            "--hook",
+            help="Only plugins implementing this hook (no environment variable).",
+            metavar="<hook>",
+            show_default="every plugin",
+        ),
     ] = None,
     plugins: PluginsOption = None,
     no_plugins: NoPluginsOption = False,
@@ -239,16 +534,38 @@ def plugins_command(
         typer.echo(f"{failure.name}  FAILED: {failure.error}", err=True)
 
 
-@app.command()
-def version() -> None:
-    """Print the host's version and the protocol versions it speaks."""
+def _print_version() -> None:
     from ahpcore.protocol.versions import SUPPORTED_VERSIONS
 
     typer.echo(f"ahp {__version__} (protocol {', '.join(SUPPORTED_VERSIONS)})")
 
 
+@app.command()
+def version() -> None:
+    """Print the host's version and the protocol versions it speaks."""
+    _print_version()
+
+
 def main() -> None:
-    app()
+    """Run the command; a usage error is one line ``ahp: ...`` and exit code 2."""
+    try:
+        code = app(prog_name="ahp", standalone_mode=False)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("ahp: stopped", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        # Click's exceptions (vendored by newer typer, imported by older): duck-typed.
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(0)
+        message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
+        if not callable(message) or not isinstance(exit_code, int):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        hint = f"; see {ctx.command_path} --help" if ctx is not None else ""
+        typer.echo(f"ahp: {message()}{hint}", err=True)
+        sys.exit(exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -18,10 +18,15 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import platformdirs
 
 from ahpcore import __version__
 from ahpcore.builtins.core import DEFAULT_CLIENT_QUEUE_BYTES, DEFAULT_REPLAY_BYTES
+from ahpcore.defaults import (
+    DEFAULT_HOST,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_PORT,
+    default_state_dir,
+)
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
 from ahpcore.engine.router import Router, resolve
@@ -34,13 +39,6 @@ from ahpcore.rpc.peer import Peer
 from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
-
-DEFAULT_HOST = "127.0.0.1"
-#: The port ``ahp serve`` listens on unless told otherwise.
-DEFAULT_PORT = 8765
-#: Inbound frames larger than this close the connection (the protocol has no bigger message).
-DEFAULT_MAX_FRAME_BYTES = 64 << 20
-
 
 def _describe(function: Callable[..., Any]) -> str:
     return getattr(function, "__qualname__", None) or repr(function)
@@ -64,9 +62,6 @@ def _brief(args: tuple[Any, ...]) -> str:
         described.append(str(uri) if isinstance(uri, str) else type(arg).__name__)
     return ", ".join(described) or "none"
 
-
-def default_state_dir() -> Path:
-    return platformdirs.user_state_path("ahp")
 
 
 #: The state folder holds titles, folders and conversations: the user's alone.

@@ -146,9 +146,30 @@ class PluginManager:
                     self._register(name, plugin, _distribution_of(plugin))
             if self._use_entry_points:
                 self._load_entry_points()
+            self._check_allowlist()
         self._check_pending()
         self._loaded = True
         return self
+
+    def _check_allowlist(self) -> None:
+        """A name in the allowlist that no installed plugin has is a typo, not a choice."""
+        allow = self.selection.allow
+        if not allow:
+            return
+        installed = set(ESSENTIAL_PLUGINS)
+        installed.update(
+            item[0] if isinstance(item, tuple) else _plugin_name(item) for item in self._explicit
+        )
+        if self._use_entry_points:
+            installed.update(
+                ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+            )
+        unknown = sorted(allow - installed)
+        if unknown:
+            raise PluginError(
+                f"no plugin named {', '.join(unknown)} is installed "
+                f"(installed: {', '.join(sorted(installed))})"
+            )
 
     def _load_entry_points(self) -> None:
         for ep in sorted(

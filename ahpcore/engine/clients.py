@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ahpcore.logs import escape
 from ahpcore.rpc.peer import Peer
 
 
@@ -30,7 +31,8 @@ class Client:
 
     @property
     def label(self) -> str:
-        return f"{self.peer.id}" + (f" ({self.client_id})" if self.client_id else "")
+        # The clientId is the client's to choose, newlines included: escaped for the logs.
+        return f"{self.peer.id}" + (f" ({escape(self.client_id)})" if self.client_id else "")
 
     def deliver(self, canonical: str, text: str, weight: int | None = None) -> None:
         """Send a channel's frame, or hold it until that channel's snapshot has been answered.

@@ -19,6 +19,7 @@ from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
 from ahpcore.engine.params import check_action
 from ahpcore.engine.replay import Buffered, ReplayBuffer
+from ahpcore.logs import escape
 from ahpcore.protocol.errors import NOT_FOUND, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL, respell_tree
 from ahpcore.rpc.framing import dumps
@@ -246,7 +247,7 @@ class Engine:
         sent: dict[str, Any] = action
 
         def refuse(reason: str) -> None:
-            log.info("client %s: refused %s: %s", client.label, sent.get("type"), reason)
+            log.info("client %s: refused %s: %s", client.label, escape(sent.get("type")), reason)
             self.answer_sender(client, spelling, sent, origin, rejection=reason)
 
         if not client.initialized:

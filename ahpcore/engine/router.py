@@ -81,6 +81,10 @@ class Router:
 
     async def request(self, client: Client, method: str, params: Any) -> Any:
         route = self.routes.get(method)
+        if route is None and method in CLIENT_NOTIFICATIONS:
+            raise ProtocolError(
+                INVALID_REQUEST, f"{method} is a notification: send it without an id"
+            )
         if route is None:
             port = PORT_OF_COMMAND.get(method)
             if port is not None:

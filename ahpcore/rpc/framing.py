@@ -15,6 +15,12 @@ from ahpcore.protocol.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError
 
 #: Deeper than any protocol shape; bounds the parser so a hostile frame cannot recurse forever.
 MAX_JSON_DEPTH = 256
+#: Arrays plus objects one frame may hold. The largest protocol messages (a prompt with
+#: attachments, a file written through resourceWrite) are a few long strings in a few
+#: dozen containers; a frame of millions of ``[]`` is only there to make the parser work.
+MAX_JSON_CONTAINERS = 100_000
+#: Values (counted by their separating commas, or strings by their quotes) one frame may hold.
+MAX_JSON_ELEMENTS = 250_000
 
 Kind = Literal["request", "notification", "response"]
 
@@ -42,21 +48,80 @@ def dumps(message: Any) -> str:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _depth_exceeds(text: str, limit: int) -> bool:
-    # Cheap pre-scan: brackets inside strings only overestimate depth, which
-    # errs on the side of refusing absurd frames. Counting first keeps the
-    # character loop off the hot path: few frames have that many brackets.
-    if text.count("[") + text.count("{") <= limit:
-        return False
-    depth = 0
-    for char in text:
-        if char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth -= 1
-    return False
+#: A JSON string literal (valid JSON has no quote outside one), written so the
+#: regex engine never backtracks: C speed even over a frame that is one long string.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+#: ``"id": <value>`` on the top-level object before anything nested opens.
+_LEADING_ID = re.compile(r'\A\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*[,}]')
+
+
+def _skeleton(text: str) -> str:
+    """The frame with every string emptied: what is left is structure."""
+    return _STRING.sub('""', text)
+
+
+def _structure_problem(text: str) -> str | None:
+    """Why the frame's shape is refused before parsing it, or None.
+
+    The cheap counts run first and over-count (brackets and commas inside
+    strings count too); only a frame they flag is looked at again with its
+    strings emptied, so a prompt quoting brackets is never refused for them.
+    """
+    containers = text.count("[") + text.count("{")
+    commas = text.count(",")
+    if containers <= MAX_JSON_DEPTH and commas <= MAX_JSON_ELEMENTS:
+        return None
+    # Never more than the strings there are (an escaped quote is not a delimiter), so
+    # this refuses no frame wrongly, and it keeps the emptying below to bounded work.
+    if (text.count('"') - text.count('\\"')) // 2 > MAX_JSON_ELEMENTS:
+        return f"frame holds more than {MAX_JSON_ELEMENTS} values"
+    skeleton = _skeleton(text)
+    containers = skeleton.count("[") + skeleton.count("{")
+    if containers > MAX_JSON_CONTAINERS:
+        return f"frame holds more than {MAX_JSON_CONTAINERS} arrays and objects"
+    if skeleton.count(",") > MAX_JSON_ELEMENTS:
+        return f"frame holds more than {MAX_JSON_ELEMENTS} values"
+    if containers > MAX_JSON_DEPTH:
+        depth = 0
+        for match in _BRACKETS.finditer(skeleton):  # at most 2 * MAX_JSON_CONTAINERS
+            if match.group() in "[{":
+                depth += 1
+                if depth > MAX_JSON_DEPTH:
+                    return f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+            else:
+                depth -= 1
+    return None
+
+
+def _leading_id(text: str) -> Any:
+    """The request id of a frame refused unparsed, when it can be read without parsing.
+
+    Only an id that comes before anything nested is trusted: one found further
+    in could belong to params.
+    """
+    match = _LEADING_ID.match(text)
+    if match is None:
+        return None
+    try:
+        return json.loads(match.group(1))
+    except ValueError:
+        return None
+
+
+#: An absolute path as exception texts spell one (POSIX, or a Windows drive or share).
+_ABSOLUTE_PATH = re.compile(r"(?:(?<![\w.:/])/|\b[A-Za-z]:[\\/]|\\\\)[^\s'\"]*")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with each absolute path cut to its last part: how the server's disk is laid
+    out is not the client's business, and the log keeps the whole text."""
+
+    def last_part(match: re.Match[str]) -> str:
+        tail = re.split(r"[\\/]", match.group().rstrip("/\\"))[-1]
+        return f"…/{tail}" if tail else "…"
+
+    return _ABSOLUTE_PATH.sub(last_part, text)
 
 
 #: Escapes that may spell half a surrogate pair (checked precisely only when present).
@@ -93,8 +158,10 @@ def parse(text: str | bytes) -> Message:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise ProtocolError(PARSE_ERROR, "frame is not UTF-8 text") from None
-    if _depth_exceeds(text, MAX_JSON_DEPTH):
-        raise ProtocolError(PARSE_ERROR, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    problem = _structure_problem(text)
+    if problem is not None:
+        ident = _leading_id(text)
+        raise ProtocolError(PARSE_ERROR, problem, None if ident is None else {"id": ident})
     try:
         raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:

@@ -18,8 +18,9 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ahpcore.logs import escape
 from ahpcore.protocol.errors import INTERNAL_ERROR, ProtocolError
-from ahpcore.rpc.framing import Message, dumps, parse
+from ahpcore.rpc.framing import Message, dumps, parse, without_paths
 from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
@@ -232,9 +233,11 @@ class Peer:
             await self._on_notification(self, message)
         except ProtocolError as error:
             # A notification is never answered, not even to refuse it.
-            log.warning("client %s: %s ignored: %s", self.id, message.method, error.message)
+            log.warning(
+                "client %s: %s ignored: %s", self.id, escape(message.method), escape(error.message)
+            )
         except Exception:
-            log.exception("client %s: notification %s failed", self.id, message.method)
+            log.exception("client %s: notification %s failed", self.id, escape(message.method))
 
     async def _serve_request(self, message: Message) -> None:
         try:
@@ -242,9 +245,12 @@ class Peer:
         except ProtocolError as error:
             self.respond_error(message.id, error)
         except Exception as exc:
-            log.exception("client %s: %s failed", self.id, message.method)
+            log.exception("client %s: %s failed", self.id, escape(message.method))
             self.respond_error(
-                message.id, ProtocolError(INTERNAL_ERROR, f"{message.method} failed: {exc}")
+                message.id,
+                ProtocolError(
+                    INTERNAL_ERROR, f"{message.method} failed: {without_paths(str(exc))}"
+                ),
             )
         else:
             if isinstance(result, Reply):

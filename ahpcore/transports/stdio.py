@@ -32,7 +32,7 @@ class PipeWire:
 async def open_pipes(
     reader_file: IO[bytes] | None = None,
     writer_file: IO[bytes] | None = None,
-    max_frame_bytes: int = 64 << 20,
+    max_frame_bytes: int = 16 << 20,
 ) -> tuple[PipeWire, asyncio.StreamReader]:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=max_frame_bytes)

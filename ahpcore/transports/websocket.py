@@ -4,16 +4,24 @@ One JSON-RPC message per text frame. A connection token, when the host has
 one, is required on the upgrade as ``?token=`` or ``Authorization: Bearer``.
 A plain HTTP request on the port is not AHP: it is answered 401 when its token
 would be refused and 426 when it would be admitted, so a client can test a
-token without opening a socket.
+token without opening a socket. Before the token, every request passes the
+``Gate``: a browser page from a foreign origin, or a request naming a foreign
+host on a loopback bind, is refused 403 (see docs/security.md).
 """
 
 from __future__ import annotations
 
+import asyncio
+import errno
 import hmac
+import ipaddress
 import logging
 import os
+import socket
 import stat
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -21,6 +29,8 @@ from urllib.parse import parse_qs, urlsplit
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve, unix_serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
+
+from ahpcore.logs import escape
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +83,169 @@ def token_accepted(expected: str | None, offered: str | None) -> bool:
     return hmac.compare_digest(expected.encode("utf-8"), offered.encode("utf-8"))
 
 
+def is_loopback_name(name: str) -> bool:
+    """``localhost`` (and its subdomains, which resolve to loopback) or a loopback address."""
+    name = name.strip("[]").lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port (``[::1]:80`` -> ``::1``)."""
+    header = header.strip()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def normalize_origin(origin: str) -> str:
+    """``scheme://host[:port]`` in lower case, as browsers send ``Origin``."""
+    return origin.strip().rstrip("/").lower()
+
+
+@dataclass
+class Gate:
+    """Who may open a connection: the token, the page it comes from, the name it used.
+
+    * ``Origin`` absent: not a browser page, admitted.
+    * ``Origin`` on a loopback name, equal to the host's own (the ``Host`` it was
+      asked under), or listed in ``allow_origins`` (``*`` for any): admitted.
+      Anything else is a page elsewhere on the web driving the user's browser,
+      and is refused 403 without CORS headers, so it cannot read the answer.
+    * On a loopback bind, ``Host`` must be a loopback name too: a page whose own
+      name resolves to 127.0.0.1 (DNS rebinding) asks under that name.
+    """
+
+    token: str | None
+    allow_origins: frozenset[str] = frozenset()
+    loopback_host_only: bool = False
+    throttle: FailureThrottle | None = None
+
+    def origin_allowed(self, request: Request) -> bool:
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True
+        wanted = normalize_origin(origin)
+        if "*" in self.allow_origins or wanted in self.allow_origins:
+            return True
+        parts = urlsplit(wanted)
+        if parts.hostname is None:  # "null" (a file or sandboxed page) and other opaque origins
+            return False
+        if is_loopback_name(parts.hostname):
+            return True
+        host = request.headers.get("Host")
+        return host is not None and parts.netloc == host.strip().lower()
+
+    def host_allowed(self, request: Request) -> bool:
+        if not self.loopback_host_only:
+            return True
+        host = request.headers.get("Host")
+        return host is None or is_loopback_name(_host_name(host))
+
+
+class FailureThrottle:
+    """Slows a peer that keeps offering wrong tokens.
+
+    The first few mistakes are free (a client with a stale token retries); after
+    them each refusal from that address waits twice as long as the last, one at
+    a time, up to ``cap`` seconds. A right token clears the address's record.
+    """
+
+    def __init__(
+        self, free: int = 5, base: float = 0.25, cap: float = 5.0, forget_after: float = 600.0
+    ) -> None:
+        self.free, self.base, self.cap, self.forget_after = free, base, cap, forget_after
+        self._failures: dict[str, tuple[int, float]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def delay_for(self, peer: str) -> float:
+        count, last = self._failures.get(peer, (0, 0.0))
+        if time.monotonic() - last > self.forget_after:
+            count = 0
+        if count < self.free:
+            return 0.0
+        return min(self.cap, self.base * 2 ** (count - self.free))
+
+    async def failed(self, peer: str) -> None:
+        delay = self.delay_for(peer)
+        count, last = self._failures.get(peer, (0, 0.0))
+        if time.monotonic() - last > self.forget_after:
+            count = 0
+        self._failures[peer] = (count + 1, time.monotonic())
+        if len(self._failures) > _MAX_TRACKED_PEERS:  # forget the stalest half
+            for stale in sorted(self._failures, key=lambda p: self._failures[p][1])[
+                : _MAX_TRACKED_PEERS // 2
+            ]:
+                self._failures.pop(stale, None)
+                self._locks.pop(stale, None)
+        if delay > 0:
+            # One refusal at a time per address: parallel guesses queue behind each other.
+            lock = self._locks.setdefault(peer, asyncio.Lock())
+            async with lock:
+                await asyncio.sleep(delay)
+
+    def succeeded(self, peer: str) -> None:
+        self._failures.pop(peer, None)
+
+
+_MAX_TRACKED_PEERS = 4096
+
+
 def _plain_response(
-    connection: ServerConnection, status: HTTPStatus, text: str, extra: dict[str, str] | None = None
+    connection: ServerConnection,
+    status: HTTPStatus,
+    text: str,
+    extra: dict[str, str] | None = None,
+    *,
+    cors: bool = True,
 ) -> Response:
     response = connection.respond(status, text)
-    response.headers["Access-Control-Allow-Origin"] = "*"
+    if cors:
+        # Only ever sent to a request whose origin the gate admitted.
+        response.headers["Access-Control-Allow-Origin"] = "*"
     for key, value in (extra or {}).items():
         response.headers[key] = value
     return response
 
 
-def _gatekeeper(token: str | None) -> Callable[[ServerConnection, Request], Response | None]:
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        if not token_accepted(token, token_of(request)):
+def _peer_of(connection: ServerConnection) -> str:
+    address = connection.remote_address
+    return str(address[0]) if address else "unix"
+
+
+def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[Response | None]]:
+    async def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        if not gate.host_allowed(request):
+            log.warning(
+                "refused a connection from %s asking for Host %s (not a loopback name)",
+                _peer_of(connection),
+                escape(request.headers.get("Host", "")),
+            )
+            return _plain_response(
+                connection,
+                HTTPStatus.FORBIDDEN,
+                "This AHP host listens on loopback and answers only to a loopback Host name.\n",
+                cors=False,
+            )
+        if not gate.origin_allowed(request):
+            log.warning(
+                "refused a connection from %s for page %s (origin not allowed; see --allow-origin)",
+                _peer_of(connection),
+                escape(request.headers.get("Origin", "")),
+            )
+            return _plain_response(
+                connection,
+                HTTPStatus.FORBIDDEN,
+                "This AHP host does not accept connections from this web page's origin.\n",
+                cors=False,
+            )
+        if not token_accepted(gate.token, token_of(request)):
+            if gate.throttle is not None:
+                await gate.throttle.failed(_peer_of(connection))
             return _plain_response(
                 connection,
                 HTTPStatus.UNAUTHORIZED,
@@ -93,6 +253,8 @@ def _gatekeeper(token: str | None) -> Callable[[ServerConnection, Request], Resp
                 "or 'Authorization: Bearer <token>'.\n",
                 {"WWW-Authenticate": "Bearer"},
             )
+        if gate.throttle is not None and gate.token is not None:
+            gate.throttle.succeeded(_peer_of(connection))
         if "websocket" not in request.headers.get("Upgrade", "").lower():
             return _plain_response(
                 connection,
@@ -132,16 +294,40 @@ async def start_websocket_server(
     token: str | None,
     max_frame_bytes: int,
     compression: bool,
+    allow_origins: Iterable[str] = (),
+    throttle: FailureThrottle | None = None,
 ) -> Server:
-    """Listen on TCP; the returned server is closed by the caller."""
+    """Listen on TCP; the returned server is closed by the caller.
+
+    ``allow_origins`` lists the web origins (``https://app.example``, or ``*``)
+    admitted besides loopback ones and the host's own; see ``Gate``.
+    """
+    gate = Gate(
+        token,
+        frozenset(normalize_origin(origin) for origin in allow_origins),
+        loopback_host_only=is_loopback_name(host),
+        throttle=throttle or FailureThrottle(),
+    )
     return await serve(
         _handler(serve_connection),
         host,
         port,
-        process_request=_gatekeeper(token),
+        process_request=_gatekeeper(gate),
         max_size=max_frame_bytes,
         compression="deflate" if compression else None,
     )
+
+
+def _socket_answers(path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 async def start_unix_server(
@@ -150,19 +336,25 @@ async def start_unix_server(
     path: str,
     max_frame_bytes: int,
     compression: bool,
+    allow_origins: Iterable[str] = (),
 ) -> Server:
     """Listen on a Unix domain socket only its owner may open (no token: the file mode is the gate)."""
     if os.path.lexists(path):
-        # A stale socket from an earlier run is replaced; anything else is not ours to delete.
+        # A stale socket from an earlier run is replaced; a live one, or anything that
+        # is not a socket, is not ours to delete.
         if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise FileExistsError(f"{path} exists and is not a socket; not replacing it")
+            raise FileExistsError(errno.EEXIST, "exists and is not a socket", path)
+        if _socket_answers(path):
+            raise FileExistsError(errno.EADDRINUSE, "another running host listens on it", path)
         os.unlink(path)
     old_umask = os.umask(0o177)
     try:
         return await unix_serve(
             _handler(serve_connection),
             path,
-            process_request=_gatekeeper(None),
+            process_request=_gatekeeper(
+                Gate(None, frozenset(normalize_origin(o) for o in allow_origins))
+            ),
             max_size=max_frame_bytes,
             compression="deflate" if compression else None,
         )

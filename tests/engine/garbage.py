@@ -21,6 +21,7 @@ from ahpcore.protocol.errors import (
     METHOD_NOT_FOUND,
     PARSE_ERROR,
 )
+from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.rpc.framing import MAX_JSON_DEPTH, dumps
 from ahpcore.testing import AhpTestClient, RunningHost
@@ -276,7 +277,10 @@ def unknown_method(draw: st.DrawFn) -> Case:
     assume(method not in _SERVED)
     params = draw(st.none() | st.dictionaries(st.text(max_size=6), json_values, max_size=3))
     port = PORT_OF_COMMAND.get(method)
-    answer = Answer((ident,), frozenset({METHOD_NOT_FOUND}), mentions=port and f"{port} port")
+    if method in CLIENT_NOTIFICATIONS:  # a notification sent with an id is told so
+        answer = Answer((ident,), frozenset({INVALID_REQUEST}), mentions="notification")
+    else:
+        answer = Answer((ident,), frozenset({METHOD_NOT_FOUND}), mentions=port and f"{port} port")
     return Case(
         _text(_request(ident, method, params), draw(st.booleans())), answer, "unknown method"
     )

@@ -1,0 +1,72 @@
+"""Log lines the host writes: one event per line, and no secret in any of them.
+
+Clients choose many strings the host logs (a clientId, an action type, a
+method name, an Origin header). ``escape`` renders one so a newline or a
+terminal escape in it cannot start a line of its own; ``LogHygiene`` does the
+same to every message that reaches the handler, the websockets library's
+included, and blanks connection tokens (``?token=...``, ``Bearer ...``)
+wherever they appear.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+#: Characters that would let one log message pass for several, or repaint a terminal.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_TOKEN = re.compile(r"(?i)(token=|bearer\s+)[^\s&\"'<>]+")
+REDACTED = "[redacted]"
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+def escape(text: object) -> str:
+    """``text`` with its control characters spelled out (``\\n``, ``\\x1b``)."""
+
+    def spell(match: re.Match[str]) -> str:
+        return match.group().encode("unicode_escape").decode("ascii")
+
+    return _CONTROL.sub(spell, str(text))
+
+
+def redact(text: str) -> str:
+    """``text`` with every connection token it carries blanked."""
+    return _TOKEN.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+class LogHygiene(logging.Filter):
+    """Redacts tokens and escapes control characters in each record's message.
+
+    A traceback keeps its own lines: it is added by the formatter after this runs.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string is the logger's bug; show it as it is
+            message = f"{record.msg!r} % {record.args!r}"
+        record.msg = escape(redact(message))
+        record.args = None
+        return True
+
+
+def configure(level: str, stream: object = None) -> None:
+    """The host's logging: one handler on stderr, hygiene on every line.
+
+    websockets announces each connection opening and closing at INFO; the host
+    logs the same events with the client's number, so the library's are kept
+    for ``debug``.
+    """
+    handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(LogHygiene())
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.getLogger("websockets").setLevel(
+        logging.DEBUG if level.lower() == "debug" else logging.WARNING
+    )

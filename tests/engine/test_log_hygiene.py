@@ -1,0 +1,39 @@
+"""Strings a client chooses reach the log escaped: one event, one line."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from ahpcore.logs import LogHygiene
+from ahpcore.protocol.uris import ROOT_CHANNEL
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_client_chosen_strings_cannot_start_a_log_line(ahp_host, caplog):
+    caplog.set_level(logging.INFO)
+    async with ahp_host(no_plugins=True) as running:
+        client = await running.connect("id\nFORGED line one", conformance=False)
+        await client.initialize()
+        await client.dispatch(ROOT_CHANNEL, {"type": "root/x\nFORGED line two"})
+        await client.notify("unsubscribe\nFORGED line three", {"channel": 1})
+        await client.notify("unsubscribe", {"channel": 1, "_meta": "\nFORGED"})
+        await client.sync()
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("id\\nFORGED line one" in message for message in messages)
+    assert any("root/x\\nFORGED line two" in message for message in messages)
+    for message in messages:
+        assert "\nFORGED" not in message, message
+
+
+def test_the_handler_filter_redacts_tokens_and_escapes_every_message():
+    record = logging.LogRecord(
+        "websockets.server", logging.DEBUG, __file__, 1, "< GET %s HTTP/1.1\n%s", None, None
+    )
+    record.args = ("/?token=s3cret-value&x=1", "Authorization: Bearer abc.def\x1b[31m")
+    assert LogHygiene().filter(record)
+    assert record.getMessage() == (
+        "< GET /?token=[redacted]&x=1 HTTP/1.1\\nAuthorization: Bearer [redacted]"
+    )
