@@ -459,21 +459,25 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
         return
     servers = await _listen(host, options)
     try:
-        bound = next(iter(servers[0].sockets)).getsockname()
-        shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        url = f"ws://{shown_host}:{bound[1]}/"
-        typer.echo(f"ahp {__version__} listening on {url}")
-        if options.socket is not None:
-            typer.echo(f"also listening on unix socket {options.socket}")
-        if options.token:
-            typer.echo(f"connection token: {options.token}")
-            typer.echo(f"connect with: {url}?token={options.token}")
-        typer.echo(f"state in {settings.state_dir}", err=True)
-        typer.echo(f"plugins: {_plugin_list(host)}", err=True)
-        typer.echo("press Ctrl-C to stop", err=True)
-        sys.stdout.flush()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+        # Signals are caught before anything is printed, so a Ctrl-C that follows
+        # the banner at once is a clean stop, not an interrupt mid-start.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            bound = next(iter(servers[0].sockets)).getsockname()
+            shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+            url = f"ws://{shown_host}:{bound[1]}/"
+            typer.echo(f"ahp {__version__} listening on {url}")
+            if options.socket is not None:
+                typer.echo(f"also listening on unix socket {options.socket}")
+            if options.token:
+                typer.echo(f"connection token: {options.token}")
+                typer.echo(f"connect with: {url}?token={options.token}")
+            typer.echo(f"state in {settings.state_dir}", err=True)
+            typer.echo(f"plugins: {_plugin_list(host)}", err=True)
+            typer.echo("press Ctrl-C to stop", err=True)
+            sys.stdout.flush()
+            async for signum in received:
+                log.info("received %s; stopping", signal.Signals(signum).name)
+                break
     finally:
         await _close_all(servers)
         typer.echo("ahp stopped", err=True)
