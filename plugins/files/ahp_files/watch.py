@@ -38,7 +38,10 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     i = 0
     pattern = pattern.strip("/")
     while i < len(pattern):
-        if pattern.startswith("**/", i):
+        if pattern[i:] == "/**":
+            out.append("(?:/.*)?")  # a folder's contents, and the folder itself
+            i += 3
+        elif pattern.startswith("**/", i):
             out.append("(?:.*/)?")
             i += 3
         elif pattern.startswith("**", i):
