@@ -230,3 +230,36 @@ async def test_file_uris_need_the_resources_port(ahp_host):
             "resourceRead", {"channel": ROOT, "uri": "virtual://nobody/x"}
         )
         assert frame["error"]["code"] == -32601
+
+
+class BeforeSide:
+    """A changes port that serves the before side of an edit under its own scheme."""
+
+    def read(self, params):
+        if params["uri"].startswith("before:"):
+            return {"data": "as it was", "encoding": "utf-8"}
+        return None
+
+
+async def test_readers_are_asked_first_and_may_pass(ahp_host):
+    from ahpcore import hookimpl
+
+    class Changes:
+        @hookimpl
+        def ahp_changes(self, host):
+            return BeforeSide()
+
+    async with ahp_host(plugins=[("changes", Changes())]) as running:
+        client = await running.connect("c")
+        await client.initialize()
+        read = await client.request("resourceRead", {"channel": ROOT, "uri": "before:/a.txt"})
+        assert read == {"data": "as it was", "encoding": "utf-8"}
+
+        async def virtual(params):
+            return {"data": "from a plugin", "encoding": "utf-8"} if "v:" in params["uri"] else None
+
+        running.host.resources.readers.append(virtual)
+        read = await client.request("resourceRead", {"channel": ROOT, "uri": "v:/x"})
+        assert read["data"] == "from a plugin"
+        passed = await client.request_frame("resourceRead", {"channel": ROOT, "uri": "file:///x"})
+        assert "resources port" in passed["error"]["message"]  # both passed it on

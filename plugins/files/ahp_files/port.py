@@ -78,6 +78,10 @@ def _decode(params: Mapping[str, Any]) -> bytes:
     return str(data).encode("utf-8")
 
 
+def _is_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 class FilesPort:
     def __init__(self, fence: Fence, spawn: Callable[..., None] | None = None) -> None:
         self.fence = fence
@@ -354,11 +358,14 @@ class FilesPort:
                 raise ProtocolError(
                     ALREADY_EXISTS, f"{destination_uri} already exists (failIfExists)"
                 )
+            is_folder = stat.S_ISDIR(info.st_mode)
             if move:
                 self._move(source, destination, exists)
-            elif stat.S_ISDIR(info.st_mode):
+            elif is_folder:
                 self._copy_tree(source, destination, exists)
             else:
+                if exists and _is_folder(destination):
+                    self._clear(destination)  # a file is not renamed over a folder
                 atomic_write(destination, file_chunks(source), mode=mode_of(source))
             return {}
 
@@ -372,8 +379,8 @@ class FilesPort:
             os.unlink(destination)
 
     def _move(self, source: Path, destination: Path, exists: bool) -> None:
-        if exists and (destination.is_dir() and not destination.is_symlink()):
-            self._clear(destination)  # os.replace will not put anything over a folder
+        if exists and (source.is_dir() or _is_folder(destination)):
+            self._clear(destination)  # os.replace puts a folder over nothing but an empty one
         try:
             os.replace(source, destination)
         except OSError as exc:

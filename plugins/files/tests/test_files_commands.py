@@ -190,3 +190,28 @@ async def test_mkdir_delete_move_copy(files_host, tree: Tree):
         assert (
             await call(client, "resourceRequest", {"uri": tree.uri("a.txt"), "write": True}) == {}
         )
+
+
+async def test_move_and_copy_replace_whatever_is_in_the_way(files_host, tree: Tree):
+    work = tree.work
+    (work / "folder").mkdir()
+    (work / "folder" / "in.txt").write_text("in")
+    (work / "plain.txt").write_text("plain")
+    async with files_host() as (_, client):
+        await call(
+            client, "resourceCopy", {"source": tree.uri("a.txt"), "destination": tree.uri("folder")}
+        )
+        assert (work / "folder").read_text() == "hello"
+        await call(
+            client,
+            "resourceMove",
+            {"source": tree.uri("sub"), "destination": tree.uri("plain.txt")},
+        )
+        assert (work / "plain.txt" / "b.txt").read_text() == "inner" and not (work / "sub").exists()
+        await call(
+            client,
+            "resourceCopy",
+            {"source": tree.uri("plain.txt"), "destination": tree.uri("folder")},
+        )
+        assert (work / "folder" / "b.txt").read_text() == "inner"
+        assert not [p.name for p in work.iterdir() if p.name.endswith(".ahp-tmp")]
