@@ -86,7 +86,7 @@ class Fence:
 
     def roots(self) -> list[Path]:
         found = set(self.granted)
-        for value in self._directories():
+        for value in set(self._directories()):  # many chats share their session's folders
             path = directory_path(value)
             if path is not None:
                 found.add(Path(os.path.realpath(path)))

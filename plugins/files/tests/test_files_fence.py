@@ -98,3 +98,17 @@ async def test_a_folder_added_to_a_session_becomes_reachable(
         assert "rejectionReason" not in await client.answer_to(seq)
         read = await call(client, "resourceRead", {"uri": (later / "x.txt").as_uri()})
         assert read["data"] == "x"
+
+
+async def test_a_grant_opens_exactly_what_was_granted(files_host, tree: Tree):
+    (tree.outside / "other.txt").write_text("still not yours")
+    async with files_host() as (running, client):
+        running.host.ports["resources"].fence.grant(tree.outside / "secret.txt")
+        read = await call(client, "resourceRead", {"uri": (tree.outside / "secret.txt").as_uri()})
+        assert read["data"] == "not yours"
+        through_link = await call(client, "resourceRead", {"uri": tree.uri("link")})
+        assert through_link["data"] == "not yours"
+        other = await error_of(
+            client, "resourceRead", {"uri": (tree.outside / "other.txt").as_uri()}
+        )
+        assert other["code"] == -32009
