@@ -215,3 +215,33 @@ async def test_move_and_copy_replace_whatever_is_in_the_way(files_host, tree: Tr
         )
         assert (work / "folder" / "b.txt").read_text() == "inner"
         assert not [p.name for p in work.iterdir() if p.name.endswith(".ahp-tmp")]
+
+
+async def test_concurrent_appends_from_several_clients_all_land(files_host, tree: Tree):
+    import anyio
+
+    async with files_host() as (running, first):
+        clients = [first]
+        for n in range(3):
+            other = await running.connect(f"writer-{n}")
+            await other.initialize()
+            clients.append(other)
+
+        async def append_from(client, n: int) -> None:
+            for k in range(5):
+                await call(
+                    client,
+                    "resourceWrite",
+                    {
+                        "uri": tree.uri("log.txt"),
+                        "data": f"{n}.{k}\n",
+                        "encoding": "utf-8",
+                        "mode": "append",
+                    },
+                )
+
+        async with anyio.create_task_group() as tasks:
+            for n, client in enumerate(clients):
+                tasks.start_soon(append_from, client, n)
+        lines = (tree.work / "log.txt").read_text().splitlines()
+        assert sorted(lines) == sorted(f"{n}.{k}" for n in range(4) for k in range(5))
