@@ -108,13 +108,16 @@ class FileWatch:
     def _watch(self) -> None:
         included = matcher(self.includes) if self.includes else None
         excluded = matcher(self.excludes)
+        # A file is watched through its folder: a file replaced by a rename (as editors
+        # and resourceWrite do) is a new file, which a watch on the old one never sees.
+        single_file = not self.root.is_dir()
         for batch in watch(
-            self.root,
+            self.root.parent if single_file else self.root,
             watch_filter=None,
             debounce=DEBOUNCE_MS,
             step=STEP_MS,
             stop_event=self._stop,
-            recursive=self.recursive,
+            recursive=self.recursive and not single_file,
             rust_timeout=500,
             yield_on_timeout=False,
             ignore_permission_denied=True,

@@ -135,3 +135,30 @@ async def test_includes_and_a_non_recursive_watch(files_host, tree: Tree):
             while channel in running.host.resources.watches:
                 await anyio.sleep(0.01)
         assert watcher.closed
+
+
+async def test_a_watch_on_one_file_survives_it_being_replaced(files_host, tree: Tree):
+    target = tree.work / "a.txt"
+    async with files_host() as (_, client):
+        channel = (await call(client, "createResourceWatch", {"uri": tree.uri("a.txt")}))["channel"]
+        await client.request("subscribe", {"channel": channel})
+        with anyio.fail_after(20):  # ready once a poke of the file itself comes back
+            for attempt in range(200):
+                target.write_text(f"poke {attempt}")
+                try:
+                    await client.recv_until(changes_on(channel), timeout=0.3)
+                    break
+                except TimeoutError:
+                    continue
+        await drain(client, channel)
+        (tree.work / "neighbour.txt").write_text("not watched")
+        for text in ("first", "second"):  # each write renames a new file over the old
+            await call(
+                client,
+                "resourceWrite",
+                {"uri": tree.uri("a.txt"), "data": text, "encoding": "utf-8"},
+            )
+            batches = await collect(
+                client, channel, lambda seen: any(c["uri"] == tree.uri("a.txt") for c in seen)
+            )
+            assert {c["uri"] for batch in batches for c in batch} == {tree.uri("a.txt")}
