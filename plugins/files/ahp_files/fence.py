@@ -12,7 +12,8 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from ahpcore.protocol.errors import INVALID_PARAMS, PERMISSION_DENIED, ProtocolError
 
@@ -34,7 +35,7 @@ def path_of(uri: Any) -> Path:
         )
     if parts.netloc not in ("", "localhost"):
         raise ProtocolError(PERMISSION_DENIED, f"{uri} names another machine ({parts.netloc})")
-    raw = unquote(parts.path)
+    raw = url2pathname(parts.path)  # unquotes; on Windows also turns /C:/x into C:\x
     if "\x00" in raw:
         raise ProtocolError(INVALID_PARAMS, f"{uri}: a path cannot hold a NUL byte")
     path = Path(raw)
