@@ -56,7 +56,9 @@ def ahp_terminals(host: Host) -> TerminalsPort | None:
 def ahp_resources(host: Host) -> ResourcesPort | None:
     """Return the resources port (``resource*`` commands and resource watches).
 
-    First non-None answer wins. Fires when the host starts.
+    First non-None answer wins. Without one, those commands on the host's own
+    URIs (``file:``) are refused naming the missing port; resources a client
+    publishes are routed by the core either way. Fires when the host starts.
     """
 
 

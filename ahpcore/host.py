@@ -29,6 +29,7 @@ from ahpcore.defaults import (
 )
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
+from ahpcore.engine.resources import ResourceService
 from ahpcore.engine.router import Router, resolve
 from ahpcore.engine.service import ProtocolService, root_config_value
 from ahpcore.plugins import PluginError, PluginManager
@@ -106,6 +107,8 @@ class Host:
         self.session_store: Any = None
         #: The session manager, when at least one backend is registered.
         self.sessions: Any = None
+        #: resource* routing and resource watches (``ahpcore.engine.resources``).
+        self.resources: ResourceService | None = None
         self._started = False
         self._tasks: anyio.abc.TaskGroup | None = None
         self._stopping = False
@@ -130,6 +133,7 @@ class Host:
             value = await resolve(getattr(hook, f"ahp_{port}")(host=self))
             if value is not None:
                 self.ports[port] = value
+        self.resources = ResourceService(self)
         self.session_store = await resolve(hook.ahp_session_store(host=self))
         for impl in hook.ahp_backends.get_hookimpls():
             register_backend = self._backend_registrar(impl.plugin_name)

@@ -17,6 +17,9 @@ __all__ = [
     "AutomationStore",
     "Backend",
     "ChangesPort",
+    "ResourceChanges",
+    "ResourceReader",
+    "ResourceWatch",
     "ResourcesPort",
     "RpcHandler",
     "SessionStore",
@@ -43,9 +46,32 @@ class TerminalsPort(Protocol):
         ...
 
 
+#: One batch of changes a watch saw: ``[{"uri": ..., "type": "added"|"updated"|"deleted"}]``.
+ResourceChanges = Sequence[Mapping[str, JSON]]
+#: Asked before anything else for ``resourceRead``: the protocol's result, or None to pass.
+ResourceReader = Callable[
+    [Mapping[str, JSON]], Mapping[str, JSON] | Awaitable[Mapping[str, JSON] | None] | None
+]
+
+
+@runtime_checkable
+class ResourceWatch(Protocol):
+    """A running watcher; ``close()`` stops it without blocking (the last subscriber left)."""
+
+    def close(self) -> None: ...
+
+
 @runtime_checkable
 class ResourcesPort(Protocol):
-    """Reads and writes of ``file:`` and friends; ``params`` are the protocol's."""
+    """The ``resource*`` family on URIs the host serves itself (``file:``).
+
+    ``params`` are the protocol's params for the command of the same name
+    (``read`` is ``resourceRead``, ...); each method returns the protocol's
+    result or raises ``ProtocolError`` (-32009 outside what the port lets a
+    connection reach, -32008 for nothing there, -32010 already there, -32011
+    an ``ifMatch`` that no longer matches). URIs a connected client publishes
+    never reach the port: the core forwards those to the client.
+    """
 
     async def read(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
 
@@ -54,6 +80,27 @@ class ResourcesPort(Protocol):
     async def resolve(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
 
     async def write(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
+
+    async def delete(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
+
+    async def mkdir(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
+
+    async def move(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
+
+    async def copy(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
+
+    async def request(self, params: Mapping[str, JSON]) -> Mapping[str, JSON]: ...
+
+    async def watch(
+        self, params: Mapping[str, JSON], emit: Callable[[ResourceChanges], None]
+    ) -> ResourceWatch:
+        """Start watching ``params["uri"]`` (``createResourceWatch`` params).
+
+        Call ``emit`` on the host's event loop with each coalesced, non-empty
+        batch; the core turns it into ``resourceWatch/changed`` on the watch's
+        channel.
+        """
+        ...
 
 
 @runtime_checkable

@@ -89,6 +89,7 @@ class Engine:
         self._openers: list[ChannelOpener] = []
         self._resolvers: list[ChannelResolver] = []
         self._action_handlers: dict[str, ActionHandler] = {}
+        self._relayed: set[str] = set()
         self._unsubscribe_listeners: list[ClientListener] = []
         self._disconnect_listeners: list[Callable[[Client], Any]] = []
         self._change_listeners: list[ChangeListener] = []
@@ -159,13 +160,20 @@ class Engine:
 
     # -- state changes -------------------------------------------------------------
     def apply(
-        self, uri: str, action: dict[str, Any], origin: dict[str, Any] | None = None
+        self,
+        uri: str,
+        action: dict[str, Any],
+        origin: dict[str, Any] | None = None,
+        *,
+        always: bool = False,
     ) -> dict[str, Any] | None:
         """Reduce ``action`` onto a channel and send it to every watcher.
 
         Returns the envelope, or None when the action changed nothing (then
         nothing is sent, buffered or numbered), or when the channel is gone: a
-        late report from a chat torn down meanwhile changes nothing.
+        late report from a chat torn down meanwhile changes nothing. ``always``
+        sends and numbers it even so: an event such as ``resourceWatch/changed``
+        changes no state and exists only to be delivered.
         """
         channel = self.channels.get(uri)
         if channel is None:
@@ -173,7 +181,7 @@ class Engine:
             return None
         before = channel.state
         after = reducers.reduce(channel.kind, before, action)
-        if after is before or after == before:
+        if not always and (after is before or after == before):
             return None
         channel.state = after
         self.server_seq += 1
@@ -220,10 +228,18 @@ class Engine:
             envelope["rejectionReason"] = rejection
         client.peer.send_text(_envelope_frame(envelope))
 
-    def on_action(self, action_type: str, handler: ActionHandler) -> None:
+    def on_action(self, action_type: str, handler: ActionHandler, *, relayed: bool = False) -> None:
+        """Handle a client's ``action_type`` before it is reduced.
+
+        ``relayed`` lets a client send a host-only action at all, leaving the
+        handler to say which client may: a client publishing resources reports
+        its own watch's changes, which the host then relays.
+        """
         if action_type in self._action_handlers:
             raise ValueError(f"{action_type} already has a handler")
         self._action_handlers[action_type] = handler
+        if relayed:
+            self._relayed.add(action_type)
 
     async def dispatch_from_client(self, client: Client, params: Any) -> None:
         """Every rule for a client's action, in one place.
@@ -257,7 +273,7 @@ class Engine:
         action_type = action.get("type")
         if not isinstance(action_type, str) or action_type not in reducers.ALL_ACTION_TYPES:
             return refuse(f"unknown action type {action_type!r}")
-        if action_type not in reducers.CLIENT_DISPATCHABLE:
+        if action_type not in reducers.CLIENT_DISPATCHABLE and action_type not in self._relayed:
             return refuse(f"{action_type} is the host's to say: a client cannot claim it happened")
         try:
             action = check_action(action)

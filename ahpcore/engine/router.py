@@ -21,19 +21,11 @@ from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
 Handler = Callable[[Client, dict[str, Any]], Any]
 
 #: The port each protocol command needs when no plugin serves it, for the refusal.
+#: The resource* family is always routed (``ahpcore.engine.resources``): a client may
+#: publish resources with no port installed, and that module names the port itself.
 PORT_OF_COMMAND: dict[str, str] = {
     "createTerminal": "terminals",
     "disposeTerminal": "terminals",
-    "createResourceWatch": "resources",
-    "resourceRead": "resources",
-    "resourceList": "resources",
-    "resourceResolve": "resources",
-    "resourceWrite": "resources",
-    "resourceDelete": "resources",
-    "resourceMkdir": "resources",
-    "resourceMove": "resources",
-    "resourceCopy": "resources",
-    "resourceRequest": "resources",
     "invokeChangesetOperation": "changes",
     "listAutomationTriggerDefinitions": "automations",
     "runAutomation": "automations",
