@@ -113,6 +113,13 @@ class Host:
         self._started = True
         return self
 
+    async def intercept_turn(self, chat: Any, turn: Any, report: Any) -> bool:
+        """Offer a turn to ``turn_interceptors``; True when one of them ran it."""
+        for intercept in self.turn_interceptors:
+            if await intercept(chat, turn, report):
+                return True
+        return False
+
     async def __aenter__(self) -> Host:
         await self.start()
         self._tasks = anyio.create_task_group()

@@ -23,7 +23,7 @@ SCROLLBACK_KEY = "terminalScrollbackBytes"
 DEFAULT_SCROLLBACK_BYTES = 1 << 20
 MIN_SCROLLBACK_BYTES = 64 << 10
 #: Output waits at most this long to join a frame.
-FRAME_INTERVAL = 0.008
+FRAME_INTERVAL = 0.016
 #: A frame is sent as soon as this much output is waiting.
 FRAME_BYTES = 256 << 10
 #: Reading pauses while a watcher has this much queued, for at most PAUSE_LIMIT seconds.
@@ -77,6 +77,14 @@ class TerminalFeed:
         #: Set once the process is gone and its output reported.
         self.done = anyio.Event()
         self.exit_code: int | None = None
+        #: True once the scrollback cap dropped output.
+        self.trimmed = False
+
+    def output_text(self) -> str:
+        """The output the channel still holds, as one string."""
+        channel = self.service.engine.channels.get(self.terminal.uri)
+        parts = channel.state.get("content", []) if channel is not None else []
+        return "".join(part.get(_text_key(part), "") for part in parts)
 
     # -- output --------------------------------------------------------------------
     async def output(self, data: bytes) -> None:

@@ -139,6 +139,7 @@ class TerminalService:
             # snapshot carries, while watchers already hold what they were sent.
             channel = self.engine.channels[terminal.uri]
             content, feed.held = trim_content(list(channel.state.get("content", [])), cap)
+            feed.trimmed = True
             channel.state = {**channel.state, "content": content}
 
     def watcher_backlog(self, terminal: LiveTerminal) -> int:
