@@ -32,6 +32,8 @@ READ_SIZE = 64 * 1024
 SHELL_DIR = Path(__file__).parent / "shell"
 #: How long a terminal's processes get to go after SIGHUP before SIGKILL.
 KILL_GRACE = 0.5
+#: Input a process has not read yet, beyond which more is dropped (with a warning).
+MAX_PENDING_INPUT = 1 << 20
 
 
 def _set_size(fd: int, cols: int, rows: int) -> None:
@@ -92,30 +94,19 @@ class PtyProcess:
         self.fd: int | None = master
         self.pid = self.process.pid
         self._killed = False
+        #: Keystrokes not yet taken by the pty; written by ``_write_input``, never blocking.
+        self._input = bytearray()
+        self._input_ready = anyio.Event()
 
     # -- TerminalProcess -------------------------------------------------------------
     def write(self, data: bytes) -> None:
-        fd = self.fd
-        if fd is None:
+        if self.fd is None:
             return
-        view = memoryview(data)
-        deadline = time.monotonic() + 1.0
-        while view:
-            try:
-                written = os.write(fd, view)
-            except BlockingIOError:
-                # The process is not reading its input; what it has not taken is dropped
-                # after a second rather than blocking the host.
-                if time.monotonic() > deadline:
-                    log.warning(
-                        "terminal %s: input dropped, the process is not reading", self.spec.uri
-                    )
-                    return
-                time.sleep(0.001)
-                continue
-            except OSError:
-                return
-            view = view[written:]
+        if len(self._input) + len(data) > MAX_PENDING_INPUT:
+            log.warning("terminal %s: input dropped, the process is not reading", self.spec.uri)
+            return
+        self._input += data
+        self._input_ready.set()
 
     def resize(self, cols: int, rows: int) -> None:
         if self.fd is not None:
@@ -163,39 +154,62 @@ class PtyProcess:
 
     async def run(self, events: TerminalEvents) -> None:
         """Read until the pty has nothing more to give, then report the exit."""
-        marks = MarkReader()
-        executed_at: float | None = None
-        command_line = ""
         fd = self.fd
         assert fd is not None
         try:
-            while True:
-                try:
-                    data = os.read(fd, READ_SIZE)
-                except BlockingIOError:
-                    await anyio.wait_readable(fd)
-                    continue
-                except OSError as error:
-                    if error.errno == errno.EIO:
-                        break  # every writer closed its end: the output is drained
-                    raise
-                if not data:
-                    break
-                for item in marks.feed(data):
-                    if isinstance(item, bytes):
-                        await events.output(item)
-                        continue
-                    executed_at, command_line = self._report(
-                        item, events, executed_at, command_line
-                    )
-            rest = marks.flush()
-            if rest:
-                await events.output(rest)
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._write_input, fd)
+                await self._read_output(fd, events)
+                group.cancel_scope.cancel()
+        except BaseException:
+            # Cancelled (the host is stopping) or failed: leave no process behind.
+            self._signal(self._members(), signal.SIGKILL)
+            raise
         finally:
             self.fd = None
             os.close(fd)
         code = await anyio.to_thread.run_sync(self.process.wait)
         events.exited(None if code < 0 or self._killed else code)
+
+    async def _read_output(self, fd: int, events: TerminalEvents) -> None:
+        marks = MarkReader()
+        executed_at: float | None = None
+        command_line = ""
+        while True:
+            try:
+                data = os.read(fd, READ_SIZE)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            except OSError as error:
+                if error.errno == errno.EIO:
+                    break  # every writer closed its end: the output is drained
+                raise
+            if not data:
+                break
+            for item in marks.feed(data):
+                if isinstance(item, bytes):
+                    await events.output(item)
+                    continue
+                executed_at, command_line = self._report(item, events, executed_at, command_line)
+        rest = marks.flush()
+        if rest:
+            await events.output(rest)
+
+    async def _write_input(self, fd: int) -> None:
+        while True:
+            await self._input_ready.wait()
+            self._input_ready = anyio.Event()
+            while self._input:
+                try:
+                    written = os.write(fd, self._input)
+                except BlockingIOError:
+                    await anyio.wait_writable(fd)
+                    continue
+                except OSError:
+                    self._input.clear()
+                    break
+                del self._input[:written]
 
     def _report(
         self, mark: Mark, events: TerminalEvents, executed_at: float | None, command_line: str

@@ -9,21 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from terminal_harness import BackendPlugin
 
 from ahp_scripted import Script, ScriptedBackend
 from ahp_terminals import plugin as terminals_plugin
-from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
 from ahpcore.testing import RunningHost, running_host
-
-
-class BackendPlugin:
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    @hookimpl
-    def ahp_backends(self, host, register):
-        register(self.backend)
 
 
 @pytest.fixture

@@ -8,9 +8,19 @@ from typing import Any
 
 import anyio
 
+from ahpcore.hookspecs import hookimpl
 from ahpcore.testing import AhpTestClient
 
 SESSION = "scripted:/00000000-0000-4000-8000-000000000001"
+
+
+class BackendPlugin:
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def ahp_backends(self, host, register):
+        register(self.backend)
 
 
 def file_uri(path: Path) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from terminal_harness import SESSION, is_action, open_session, output_of
+from terminal_harness import SESSION, BackendPlugin, is_action, open_session, output_of
 
 from ahp_scripted import Script, ScriptedBackend
 
@@ -137,3 +137,28 @@ async def test_a_backend_that_cannot_take_the_result_is_refused(
         assert end["type"] == "chat/error"
         assert "cannot take the result" in end["part"]["error"]["message"]
         assert not marker.exists()
+
+
+async def test_without_the_plugin_a_bang_goes_to_the_agent(workdir: Path, tmp_path: Path) -> None:
+    from ahpcore.host import HostSettings
+    from ahpcore.testing import running_host
+
+    backend = RanBackend(ScriptedBackend(tmp_path / "scripted", Script(rules=[], default=[])))
+    settings = HostSettings(sessions="memory", port=0, state_dir=tmp_path / "state")
+    async with running_host([("scripted", BackendPlugin(backend))], settings=settings) as running:
+        client = await running.connect()
+        answer = await client.initialize()
+        assert "terminalCommandPrefix" not in answer
+        _, chat = await open_session(client, workdir)
+        frame = await client.request_frame(
+            "createTerminal",
+            {
+                "channel": "ahp-terminal:/x",
+                "claim": {"kind": "client", "clientId": client.client_id},
+                "cwd": workdir.as_uri(),
+            },
+        )
+        assert "terminals port" in frame["error"]["message"]
+        end = await run(client, chat, "!touch ran", "turn-1")
+        assert end["type"] == "chat/turnComplete"
+        assert backend.ran == [] and not (workdir / "ran").exists()

@@ -245,3 +245,45 @@ def _running(cmdline: bytes) -> bool:
             except OSError:
                 continue
     return False
+
+
+async def test_a_paste_larger_than_the_pty_buffer_arrives_whole(
+    terminal_host, workdir: Path
+) -> None:
+    lines = [f"{n:05d}" + "x" * 994 for n in range(300)]  # 300 KB, 1000-byte lines
+    async with terminal_host() as running:
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, workdir)
+        await open_terminal(client, workdir)
+        await client.dispatch(
+            T, {"type": "terminal/input", "data": "stty -echo; cat > pasted.txt\r"}
+        )
+        await client.dispatch(T, {"type": "terminal/input", "data": "\r".join(lines) + "\r\x04"})
+        await client.dispatch(
+            T, {"type": "terminal/input", "data": "stty echo; echo pasted-$((2*3))\r"}
+        )
+        await wait_for_output(client, T, "pasted-6", timeout=30)
+        assert (workdir / "pasted.txt").read_text().splitlines() == lines
+
+
+async def test_without_a_pty_the_refusal_says_why(
+    terminal_host, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ahp_terminals import plugin
+
+    async with terminal_host() as running:
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, workdir)
+        monkeypatch.setattr(plugin.sys, "platform", "win32")
+        frame = await client.request_frame(
+            "createTerminal",
+            {
+                "channel": T,
+                "claim": {"kind": "client", "clientId": client.client_id},
+                "cwd": workdir.as_uri(),
+            },
+        )
+        assert "Windows" in frame["error"]["message"]
+        assert T not in running.host.engine_or_fail.channels
