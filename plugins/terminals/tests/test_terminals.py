@@ -287,3 +287,23 @@ async def test_without_a_pty_the_refusal_says_why(
         )
         assert "Windows" in frame["error"]["message"]
         assert T not in running.host.engine_or_fail.channels
+
+
+async def test_a_session_claim_is_held_by_the_sessions_owner(terminal_host, workdir: Path) -> None:
+    async with terminal_host() as running:
+        owner = await running.connect()
+        await owner.initialize()
+        session, chat = await open_session(owner, workdir)
+        await owner.request(
+            "createTerminal",
+            {"channel": T, "claim": {"kind": "session", "session": session, "chat": chat}},
+        )
+        state = (await owner.request("subscribe", {"channel": T}))["snapshot"]["state"]
+        assert state["cwd"] == workdir.as_uri()  # no cwd: the session's own directory
+        seq = await owner.dispatch(T, {"type": "terminal/input", "data": "echo own-$((3*3))\r"})
+        assert "rejectionReason" not in await owner.answer_to(seq)
+        await wait_for_output(owner, T, "own-9")
+        stranger = await running.connect()
+        await stranger.initialize()
+        seq = await stranger.dispatch(T, {"type": "terminal/resized", "cols": 10, "rows": 10})
+        assert "claim" in (await stranger.answer_to(seq))["rejectionReason"]
