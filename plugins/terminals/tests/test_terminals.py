@@ -307,3 +307,33 @@ async def test_a_session_claim_is_held_by_the_sessions_owner(terminal_host, work
         await stranger.initialize()
         seq = await stranger.dispatch(T, {"type": "terminal/resized", "cols": 10, "rows": 10})
         assert "claim" in (await stranger.answer_to(seq))["rejectionReason"]
+
+
+async def test_disposing_a_session_disposes_only_the_terminals_it_claimed(
+    terminal_host, workdir: Path
+) -> None:
+    async with terminal_host() as running:
+        client = await running.connect()
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await client.request(
+            "createTerminal",
+            {
+                "channel": "ahp-terminal:/session-owned",
+                "claim": {"kind": "session", "session": session, "chat": chat},
+            },
+        )
+        await open_terminal(client, workdir)  # the client's own
+        service = running.host.ports["terminals"]
+        shell = service.terminals["ahp-terminal:/session-owned"].process.pid
+        await client.request("disposeSession", {"channel": session})
+        root = await client.recv_until(
+            lambda f: (
+                is_action("root/terminalsChanged")(f)
+                and [t["resource"] for t in f["params"]["action"]["terminals"]] == [T]
+            )
+        )
+        assert root["params"]["action"]["terminals"][0]["claim"]["kind"] == "client"
+        with anyio.fail_after(5):
+            while _alive(shell):
+                await anyio.sleep(0.05)
