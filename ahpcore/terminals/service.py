@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
 from ahpcore.engine.core import Dispatch, Refused
-from ahpcore.engine.service import root_config_value
 from ahpcore.ports import TerminalProcess, TerminalSpec, TerminalsPort
 from ahpcore.protocol.errors import (
     ALREADY_EXISTS,
@@ -111,16 +110,13 @@ class TerminalService:
         self.host.spawn(supervised)
 
     def scrollback_cap(self) -> int:
-        value = root_config_value(self.engine, SCROLLBACK_KEY, DEFAULT_SCROLLBACK_BYTES)
+        """``terminalScrollbackBytes``; a value that is not a number of at least 64 KiB reads as the default."""
         values = self.engine.root.state.get("config", {}).get("values", {})
         pushed = values.get(SCROLLBACK_KEY)
-        if (
-            isinstance(pushed, int)
-            and not isinstance(pushed, bool)
-            and pushed >= MIN_SCROLLBACK_BYTES
-        ):
-            return pushed
-        return value
+        number = isinstance(pushed, (int, float)) and not isinstance(pushed, bool)
+        if number and pushed >= MIN_SCROLLBACK_BYTES:
+            return int(pushed)
+        return DEFAULT_SCROLLBACK_BYTES
 
     def apply(self, terminal: LiveTerminal, action: dict[str, Any]) -> None:
         if terminal.uri in self.engine.channels and self.terminals.get(terminal.uri) is terminal:
