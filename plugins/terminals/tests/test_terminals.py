@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import anyio
@@ -337,3 +338,27 @@ async def test_disposing_a_session_disposes_only_the_terminals_it_claimed(
         with anyio.fail_after(5):
             while _alive(shell):
                 await anyio.sleep(0.05)
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed here")
+async def test_zsh_integration_reports_directories_and_commands(
+    terminal_host, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SHELL", shutil.which("zsh") or "zsh")
+    (workdir / "inner").mkdir()
+    async with terminal_host() as running:
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, workdir)
+        await open_terminal(client, workdir)
+        await client.dispatch(T, {"type": "terminal/input", "data": "cd inner; false\r"})
+        executed = await client.recv_until(is_action("terminal/commandExecuted", T))
+        assert executed["params"]["action"]["commandLine"] == "cd inner; false"
+        finished = await client.recv_until(is_action("terminal/commandFinished", T))
+        assert finished["params"]["action"]["exitCode"] == 1
+        await client.recv_until(
+            lambda f: (
+                is_action("terminal/cwdChanged", T)(f)
+                and f["params"]["action"]["cwd"] == (workdir / "inner").as_uri()
+            )
+        )
