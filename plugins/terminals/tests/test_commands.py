@@ -162,3 +162,41 @@ async def test_without_the_plugin_a_bang_goes_to_the_agent(workdir: Path, tmp_pa
         end = await run(client, chat, "!touch ran", "turn-1")
         assert end["type"] == "chat/turnComplete"
         assert backend.ran == [] and not (workdir / "ran").exists()
+
+
+async def test_cancelling_a_bang_command_stops_what_it_started(
+    terminal_host, workdir: Path, tmp_path: Path
+) -> None:
+    import anyio
+
+    backend = RanBackend(ScriptedBackend(tmp_path / "scripted", Script(rules=[], default=[])))
+    async with terminal_host(backend) as running:
+        client = await running.connect()
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        seq = await client.dispatch(
+            chat,
+            {
+                "type": "chat/turnStarted",
+                "turnId": "turn-1",
+                "startedAt": "2026-11-30T00:00:00.000Z",
+                "message": message("!sleep 27"),
+            },
+        )
+        await client.answer_to(seq)
+        start = await client.recv_until(is_action("chat/toolCallReady", chat))
+        assert start["params"]["action"]["invocationMessage"] == "Running `sleep 27`"
+        service = running.host.ports["terminals"]
+        with anyio.fail_after(5):
+            while not service.terminals:
+                await anyio.sleep(0.02)
+        (terminal,) = service.terminals.values()
+        seq = await client.dispatch(
+            chat, {"type": "chat/turnCancelled", "turnId": "turn-1", "duration": 0}
+        )
+        cancelled = await client.answer_to(seq)
+        assert "rejectionReason" not in cancelled, cancelled["rejectionReason"]
+        assert cancelled["action"]["type"] == "chat/turnCancelled"
+        with anyio.fail_after(5):  # well before the 27 s the command asked for
+            await terminal.feed.done.wait()
+        assert backend.ran == []
