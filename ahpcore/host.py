@@ -37,6 +37,7 @@ from ahpcore.ports import Backend, RpcHandler
 from ahpcore.protocol.methods import COMMANDS
 from ahpcore.rpc.framing import Message
 from ahpcore.rpc.peer import Peer
+from ahpcore.terminals import install as install_terminals
 from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,9 @@ class Host:
         self.sessions: Any = None
         #: resource* routing and resource watches (``ahpcore.engine.resources``).
         self.resources: ResourceService | None = None
+        #: Consulted before a turn goes to its backend: ``await f(chat, turn, report)``
+        #: returns True when it ran the turn itself (``!command``); raising fails the turn.
+        self.turn_interceptors: list[Callable[..., Awaitable[bool]]] = []
         self._started = False
         self._tasks: anyio.abc.TaskGroup | None = None
         self._stopping = False
@@ -127,7 +131,7 @@ class Host:
                 self.engine_or_fail, "replayBytes", DEFAULT_REPLAY_BYTES
             ),
         )
-        ProtocolService(self.engine, self.router)
+        self.protocol = ProtocolService(self.engine, self.router)
         self.router.add("listSessions", self._list_no_sessions)
         for port in ("terminals", "resources", "changes", "worktrees", "automations", "users"):
             value = await resolve(getattr(hook, f"ahp_{port}")(host=self))
@@ -147,8 +151,16 @@ class Host:
             agents = [agent for backend in self.backends.values() for agent in backend.agents()]
             self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
             self.sessions = SessionManager(self)
+        install_terminals(self)
         self._started = True
         return self
+
+    async def intercept_turn(self, chat: Any, turn: Any, report: Any) -> bool:
+        """Offer a turn to ``turn_interceptors``; True when one of them ran it."""
+        for intercept in self.turn_interceptors:
+            if await intercept(chat, turn, report):
+                return True
+        return False
 
     async def __aenter__(self) -> Host:
         await self.start()

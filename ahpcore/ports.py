@@ -9,6 +9,7 @@ only: a plugin need not inherit from them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ahpcore.sessions.contract import Backend
@@ -23,6 +24,9 @@ __all__ = [
     "ResourcesPort",
     "RpcHandler",
     "SessionStore",
+    "TerminalEvents",
+    "TerminalProcess",
+    "TerminalSpec",
     "TerminalsPort",
     "UsersDirectory",
     "WorktreesPort",
@@ -33,16 +37,97 @@ JSON = Any
 RpcHandler = Callable[[Any, Mapping[str, Any] | None], Any | Awaitable[Any]]
 
 
+@dataclass(frozen=True)
+class TerminalSpec:
+    """What the core asks a terminals port to start, already checked against the fence."""
+
+    #: The terminal's channel URI, as the client chose it.
+    uri: str
+    #: A local directory inside what the requester may reach.
+    cwd: str
+    cols: int = 80
+    rows: int = 24
+    #: Run this command line with the shell's ``-c`` instead of an interactive shell.
+    command: str | None = None
+    #: The shell the connection asked for (root config ``defaultShell``), if any.
+    shell: str | None = None
+
+
+class TerminalEvents(Protocol):
+    """How a terminals port reports what its process did (the core implements this).
+
+    Reports arrive in the order things happened; the core turns them into
+    ``terminal/*`` actions and coalesces output into frames.
+    """
+
+    async def output(self, data: bytes) -> None:
+        """Bytes the process wrote, shell-integration marks already removed.
+
+        May wait: that is how the core slows a flood down to what it can send.
+        """
+        ...
+
+    def title(self, title: str) -> None:
+        """The process set its title (OSC 0 or 2)."""
+        ...
+
+    def cwd(self, path: str) -> None:
+        """The shell said where it is now (OSC 7), as a local path."""
+        ...
+
+    def detection_available(self) -> None:
+        """Shell integration loaded: command boundaries will follow."""
+        ...
+
+    def command_started(self, command_line: str) -> None:
+        """A command began executing (OSC 133 C)."""
+        ...
+
+    def command_finished(self, exit_code: int | None, duration_ms: int | None) -> None:
+        """The command begun last finished (OSC 133 D)."""
+        ...
+
+    def exited(self, exit_code: int | None) -> None:
+        """The process is gone and every byte it wrote has been reported."""
+        ...
+
+
+class TerminalProcess(Protocol):
+    """One running terminal, as its port hands it to the core."""
+
+    #: The shell's (or command's) own name, the title a terminal starts with.
+    name: str
+    #: Whether the port injects shell integration into this process.
+    integrated: bool
+
+    def write(self, data: bytes) -> None:
+        """Keystrokes for the process (through the pty's line discipline)."""
+        ...
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Set the pty's size; the kernel sends SIGWINCH."""
+        ...
+
+    async def kill(self) -> None:
+        """End every process the terminal started, not just its shell."""
+        ...
+
+
 @runtime_checkable
 class TerminalsPort(Protocol):
-    """Ptys the host opens for clients."""
+    """Pseudoterminals the host opens.
 
-    async def create(self, uri: str, params: Mapping[str, JSON]) -> None: ...
+    The core owns the terminal channels, claims, the fence, scrollback and the
+    root list; a port only runs processes and reports what they did. The
+    core answers ``release_session`` itself (it knows the claims).
+    """
 
-    async def dispose(self, uri: str) -> None: ...
+    def unavailable(self) -> str | None:
+        """Why this port cannot open terminals here (e.g. no pty on Windows), or None."""
+        ...
 
-    async def release_session(self, session: str) -> None:
-        """Dispose of every terminal the session claimed (the session is being disposed)."""
+    async def open(self, spec: TerminalSpec, events: TerminalEvents) -> TerminalProcess:
+        """Start the process; raise ``OSError`` or ``ValueError`` with a reason if it cannot."""
         ...
 
 

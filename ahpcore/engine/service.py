@@ -30,6 +30,8 @@ class ProtocolService:
     def __init__(self, engine: Engine, router: Router) -> None:
         self.engine = engine
         self.router = router
+        #: Extra InitializeResult fields a feature adds (``terminalCommandPrefix``).
+        self.initialize_fields: dict[str, Any] = {}
         router.add("initialize", self.initialize)
         router.add("ping", self.ping)
         router.add("subscribe", self.subscribe)
@@ -76,6 +78,7 @@ class ProtocolService:
             "serverSeq": self.engine.server_seq,
             "serverInfo": {"name": SERVER_NAME, "version": __version__},
             "snapshots": snapshots,
+            **self.initialize_fields,
         }
         return self._releasing(client, held, result)
 

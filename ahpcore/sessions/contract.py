@@ -272,6 +272,8 @@ class Agent(Protocol):
     # Optional, for a backend with ``abilities.steering``:
     #   def steer(self, message: Mapping[str, JSON]) -> bool
     # takes a steering message into the running turn; False leaves it queued.
+    #   def ran(self, *, command: str, output: str, exit_code: int | None) -> None
+    # (or async) takes the result of a !command a person ran into the conversation.
 
 
 class TranscriptReader(Protocol):

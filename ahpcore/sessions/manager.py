@@ -644,7 +644,9 @@ class SessionManager:
                 assert chat.agent is not None
                 config = dict(session.state.get("config", {}).get("values", {}))
                 turn = TurnInput(turn_id, message, config, self._client_tools(session), resume)
-                await chat.agent.run_turn(turn, recorder)
+                # host.turn_interceptors may run a turn themselves (a !command).
+                if not await self.host.intercept_turn(chat, turn, recorder):
+                    await chat.agent.run_turn(turn, recorder)
             except Exception as exc:
                 failure = exc
                 log.info("turn %s of %s failed: %r", turn_id, chat.uri, exc)

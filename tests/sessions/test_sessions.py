@@ -503,51 +503,6 @@ async def test_restart_keeps_what_the_store_keeps(session_host):
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
 
 
-class ClaimingTerminals:
-    """A terminals port that keeps which session claimed which terminal."""
-
-    def __init__(self):
-        self.claims: dict[str, str] = {"t1": session_uri(1), "t2": session_uri(2)}
-
-    async def create(self, uri, params):
-        raise NotImplementedError
-
-    async def dispose(self, uri):
-        self.claims.pop(uri, None)
-
-    async def release_session(self, session):
-        for uri, owner in list(self.claims.items()):
-            if owner == session:
-                await self.dispose(uri)
-
-
-async def test_disposing_a_session_disposes_the_terminals_it_claimed(tmp_path):
-    from ahp_scripted import ScriptedBackend
-    from ahpcore.hookspecs import hookimpl
-    from ahpcore.host import HostSettings
-    from ahpcore.testing import running_host
-    from tests.sessions.conftest import ScriptedPlugin
-
-    terminals = ClaimingTerminals()
-
-    class TerminalsPlugin:
-        @hookimpl
-        def ahp_terminals(self, host):
-            return terminals
-
-    plugins = [
-        ("scripted", ScriptedPlugin(ScriptedBackend(tmp_path / "s", script()))),
-        ("terminals", TerminalsPlugin()),
-    ]
-    settings = HostSettings(sessions="memory", port=0, state_dir=tmp_path)
-    async with running_host(plugins, settings=settings) as running:
-        client = await running.connect("c1")
-        await client.initialize()
-        await client.request("createSession", {"channel": session_uri(1)})
-        await client.request("disposeSession", {"channel": session_uri(1)})
-        assert terminals.claims == {"t2": session_uri(2)}
-
-
 async def test_the_store_keeps_who_made_a_session(session_host):
     async with session_host() as (running, _):
         client = await running.connect("maker")

@@ -1,0 +1,1 @@
+"""ahp-terminals: real pseudoterminals for the ahp host (the terminals port)."""

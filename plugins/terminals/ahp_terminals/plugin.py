@@ -1,0 +1,74 @@
+"""The ahp-terminals plugin: the terminals port on POSIX pseudoterminals."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ahpcore import hookimpl
+from ahpcore.ports import TerminalEvents, TerminalSpec
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+
+log = logging.getLogger(__name__)
+
+WINDOWS_REASON = (
+    "terminals need a POSIX pseudoterminal, and this host runs on Windows; "
+    "ahp-terminals does not open ConPTY consoles"
+)
+
+
+class PtyTerminals:
+    """Opens each terminal on its own pty and reads it on the host's task group."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+
+    def unavailable(self) -> str | None:
+        return WINDOWS_REASON if sys.platform == "win32" else None
+
+    async def open(self, spec: TerminalSpec, events: TerminalEvents) -> Any:
+        reason = self.unavailable()
+        if reason is not None:
+            raise OSError(reason)
+        from ahp_terminals.pty import PtyProcess, shell_command
+
+        argv, env, integrated = shell_command(spec)
+        process = PtyProcess(spec, argv, env, integrated)
+        if not integrated and spec.command is None:
+            log.info("terminal %s: %s has no shell integration here", spec.uri, argv[0])
+        self.host.spawn(self._read, process, events, name=f"terminal {spec.uri}")
+        return process
+
+    @staticmethod
+    async def _read(process: Any, events: TerminalEvents) -> None:
+        # A terminal that fails is that terminal's problem, never the host's.
+        try:
+            await process.run(events)
+        except Exception:
+            log.exception("terminal %s: reading its output failed", process.spec.uri)
+            events.exited(None)
+
+
+@hookimpl
+def ahp_terminals(host: Host) -> PtyTerminals:
+    return PtyTerminals(host)
+
+
+@hookimpl
+def ahp_root_config(host: Host) -> dict[str, Any]:
+    from ahpcore.terminals import DEFAULT_SCROLLBACK_BYTES, SCROLLBACK_KEY
+
+    return {
+        SCROLLBACK_KEY: {
+            "type": "number",
+            "title": "Terminal scrollback bytes",
+            "description": (
+                "How much of a terminal's output the host keeps for clients that "
+                "subscribe later; older output is dropped. At least 64 KiB."
+            ),
+            "default": DEFAULT_SCROLLBACK_BYTES,
+        }
+    }
