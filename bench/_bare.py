@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.server import ServerConnection, broadcast, serve
@@ -82,7 +83,11 @@ async def handle(connection: ServerConnection, rows: list[dict[str, Any]], reply
             params = message.get("params") or {}
             if method == "initialize":
                 client_id = params.get("clientId", "")
-                result: Any = {"protocolVersion": "1.0.0", "serverSeq": STATE["seq"], "snapshots": []}
+                result: Any = {
+                    "protocolVersion": "1.0.0",
+                    "serverSeq": STATE["seq"],
+                    "snapshots": [],
+                }
             elif method == "dispatchAction":
                 frame = _envelope(params, client_id)
                 broadcast(CONNECTIONS, frame)
@@ -97,7 +102,9 @@ async def handle(connection: ServerConnection, rows: list[dict[str, Any]], reply
             else:
                 result = None
             if "id" in message:
-                await connection.send(_dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+                await connection.send(
+                    _dumps({"jsonrpc": "2.0", "id": message["id"], "result": result})
+                )
     finally:
         CONNECTIONS.discard(connection)
 
@@ -109,13 +116,15 @@ async def main() -> None:
     parser.add_argument("--reply", default="one two three four five six seven eight nine ten")
     parser.add_argument("--no-compression", action="store_true")
     args = parser.parse_args()
-    rows = json.loads(open(args.list, encoding="utf-8").read()) if args.list else []
+    rows = json.loads(Path(args.list).read_text("utf-8")) if args.list else []
     compression = None if args.no_compression else "deflate"
 
     async def handler(connection: ServerConnection) -> None:
         await handle(connection, rows, args.reply)
 
-    async with serve(handler, "127.0.0.1", args.port, max_size=None, compression=compression) as server:
+    async with serve(
+        handler, "127.0.0.1", args.port, max_size=None, compression=compression
+    ) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         print(f"listening {port}", flush=True)
         await asyncio.Future()

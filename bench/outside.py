@@ -169,7 +169,9 @@ class Client:
     async def dispatch(self, channel: str, action: dict[str, Any]) -> int:
         self._seq += 1
         params = {"channel": channel, "clientSeq": self._seq, "action": action}
-        await self.ws.send(json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": params}))
+        await self.ws.send(
+            json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": params})
+        )
         return self._seq
 
     async def close(self) -> None:
@@ -178,7 +180,9 @@ class Client:
 
 
 @contextlib.asynccontextmanager
-async def client(server: Server, client_id: str, compression: str | None = None) -> AsyncIterator[Client]:
+async def client(
+    server: Server, client_id: str, compression: str | None = None
+) -> AsyncIterator[Client]:
     deadline = now() + 60
     while True:
         try:
@@ -330,7 +334,9 @@ async def _ping_during(peer: Client, stop: asyncio.Event, latencies: list[float]
         await asyncio.sleep(0.002)
 
 
-async def _timed_lists(server: Server, calls: list[dict[str, Any]]) -> list[tuple[float, list[float], int]]:
+async def _timed_lists(
+    server: Server, calls: list[dict[str, Any]]
+) -> list[tuple[float, list[float], int]]:
     """Each call's wall time, another client's ping latencies meanwhile, and rows returned."""
     out = []
     async with client(server, "lister") as lister, client(server, "pinger") as pinger:
@@ -382,14 +388,21 @@ async def bench_catalogue(args: argparse.Namespace) -> None:
         for name, (wall, pings, count) in zip(names, results, strict=True):
             ordered = sorted(pings) or [0.0]
             p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
-            line(kind, name, count, round(wall * 1000, 1), round(p99 * 1000, 1), round(ordered[-1] * 1000, 1))
+            line(
+                kind,
+                name,
+                count,
+                round(wall * 1000, 1),
+                round(p99 * 1000, 1),
+                round(ordered[-1] * 1000, 1),
+            )
         print(f"{kind} RSS after listing: {rss:.1f} MB")
 
 
 # -- a long chat ---------------------------------------------------------------------------
 async def _turns(server: Server, count: int) -> list[float]:
     async with client(server, "chatter") as peer:
-        session, chat = await _open_session(peer, server)
+        _session, chat = await _open_session(peer, server)
         if server.kind == "host":
             await peer.request("subscribe", {"channel": chat})
         ended: dict[str, asyncio.Event] = {}
@@ -437,16 +450,25 @@ async def bench_turns(args: argparse.Namespace) -> None:
         for start in range(0, count, bucket):
             part = sorted(latencies[start : start + bucket])
             medians.append(statistics.median(part))
-            line(kind, f"{start + 1}-{start + len(part)}", round(medians[-1] * 1000, 2), round(part[int(0.9 * (len(part) - 1))] * 1000, 2))
+            line(
+                kind,
+                f"{start + 1}-{start + len(part)}",
+                round(medians[-1] * 1000, 2),
+                round(part[int(0.9 * (len(part) - 1))] * 1000, 2),
+            )
         print(f"{kind}: last bucket / first bucket x{medians[-1] / medians[0]:.2f}")
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("what", choices=["startup", "dispatch", "catalogue", "turns", "all"])
     parser.add_argument("--repeat", type=int, default=3, help="startup runs per server")
     parser.add_argument("--actions", type=int, default=5000, help="actions in the dispatch run")
-    parser.add_argument("-n", "--sessions", type=int, default=1000, help="sessions in the catalogue")
+    parser.add_argument(
+        "-n", "--sessions", type=int, default=1000, help="sessions in the catalogue"
+    )
     parser.add_argument("--turns", type=int, default=500, help="turns in the long chat")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {os.uname().release}")

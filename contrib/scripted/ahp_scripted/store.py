@@ -1,4 +1,4 @@
-"""Conversations kept as one JSON file each, written atomically, read back after a restart."""
+"""Conversations kept as one append-only JSON Lines log each, read back after a restart."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ahp_scripted.transcript import Report
 log = logging.getLogger(__name__)
 
 #: Bumped when the file layout changes incompatibly.
-FORMAT = 1
+FORMAT = 2
 
 
 def _plain(value: Any) -> Any:
@@ -137,23 +137,45 @@ class Conversation:
         )
 
 
+@dataclass
+class _Written:
+    """What a conversation's log already says: its header and each turn's last line."""
+
+    header: str
+    turns: list[tuple[str, str]]
+    lines: int
+
+
 class ConversationStore:
-    """Open conversations by backend id, each kept in a file under ``directory``.
+    """Open conversations by backend id, each kept as an append-only log under ``directory``.
+
+    A log is JSON Lines: a ``conversation`` header, then one ``turn`` line each
+    time a turn changes (the last line for a turn id wins) and a ``truncate``
+    line when turns are dropped. A save appends only what changed since the
+    last one, as one fsync'd write, so a turn costs the same in a long chat as
+    in a short one; the log is rewritten whole (temp file + rename) only when
+    it has grown well past what it describes. A line torn by a crash mid-write
+    is skipped on reading, so the turn reads back as it was before it.
 
     Without a directory conversations live in memory only (tests that need no
     files). One ``Conversation`` object per backend id is shared by the agent
     running it and the backend's truncate and delete.
     """
 
+    #: Rewrite a log once it holds this many times more lines than it has turns (plus slack).
+    COMPACT_FACTOR = 4
+    COMPACT_SLACK = 16
+
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         self._open: dict[str, Conversation] = {}
+        self._written: dict[str, _Written] = {}
 
     def path(self, backend_id: str) -> Path:
         if self.directory is None:
             raise RuntimeError("this store keeps conversations in memory only")
         # Any backend id becomes a safe file name; the id itself is kept inside.
-        return self.directory / f"{quote(backend_id, safe='-_.')}.json"
+        return self.directory / f"{quote(backend_id, safe='-_.')}.jsonl"
 
     def get(self, backend_id: str) -> Conversation | None:
         found = self._open.get(backend_id)
@@ -162,38 +184,122 @@ class ConversationStore:
         path = self.path(backend_id)
         if not path.exists():
             return None
-        conversation = self._read(path)
+        conversation, written = self._read(path)
         self._open[backend_id] = conversation
+        self._written[backend_id] = written
         return conversation
 
     @staticmethod
-    def _read(path: Path) -> Conversation:
+    def _read(path: Path) -> tuple[Conversation, _Written]:
         try:
-            return Conversation.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a scripted conversation file: {exc}") from None
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{path}: not a scripted conversation log: {exc}") from None
+        header: dict[str, Any] | None = None
+        turns: dict[str, dict[str, Any]] = {}
+        order: list[str] = []
+        lines = 0
+        for number, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                # Only the last line can be torn (a crash mid-append); anything else is damage.
+                if raw.rstrip(b"\n").endswith(line):
+                    log.warning("%s: ignoring a torn last line", path)
+                    continue
+                raise ValueError(f"{path}:{number}: not a JSON line") from None
+            lines += 1
+            kind = entry.get("kind") if isinstance(entry, dict) else None
+            if kind == "conversation":
+                header = entry
+            elif kind == "turn" and header is not None:
+                turn = entry["turn"]
+                if turn["id"] not in turns:
+                    order.append(turn["id"])
+                turns[turn["id"]] = turn
+                header["modifiedAt"] = entry.get("modifiedAt", header["modifiedAt"])
+            elif kind == "truncate" and header is not None:
+                for dropped in order[entry["keep"] :]:
+                    del turns[dropped]
+                del order[entry["keep"] :]
+                header["modifiedAt"] = entry.get("modifiedAt", header["modifiedAt"])
+            else:
+                raise ValueError(f"{path}:{number}: unexpected {kind!r} line")
+        if header is None:
+            raise ValueError(f"{path}: no conversation header")
+        try:
+            conversation = Conversation.from_json({**header, "turns": [turns[t] for t in order]})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a scripted conversation log: {exc}") from None
+        written = _Written(
+            header=_header_line(conversation),
+            turns=[(t.id, _dumps(t.to_json())) for t in conversation.turns],
+            lines=lines,
+        )
+        return conversation, written
 
     def save(self, conversation: Conversation) -> None:
-        self._open[conversation.backend_id] = conversation
+        backend_id = conversation.backend_id
+        self._open[backend_id] = conversation
         if self.directory is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.path(conversation.backend_id)
-        text = json.dumps(conversation.to_json(), indent=1, ensure_ascii=False, default=_plain)
-        # Temp file + rename: a crash mid-write leaves the old file whole.
+        turns = [(t.id, _dumps(t.to_json())) for t in conversation.turns]
+        header = _header_line(conversation)
+        written = self._written.get(backend_id)
+        if written is None or written.header != header or self._worth_compacting(written, turns):
+            self._rewrite(conversation, header, turns)
+            return
+        stamp = conversation.modified_at
+        lines: list[str] = []
+        same = 0
+        for (old_id, _), (new_id, _) in zip(written.turns, turns, strict=False):
+            if old_id != new_id:
+                break
+            same += 1
+        if same < len(written.turns):
+            lines.append(_dumps({"kind": "truncate", "keep": same, "modifiedAt": stamp}))
+        old = dict(written.turns[:same])
+        for turn_id, text in turns:
+            if old.get(turn_id) != text:
+                lines.append(f'{{"kind":"turn","modifiedAt":{_dumps(stamp)},"turn":{text}}}')
+        if not lines:
+            return
+        with self.path(backend_id).open("a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._written[backend_id] = _Written(header, turns, written.lines + len(lines))
+
+    def _worth_compacting(self, written: _Written, turns: list[tuple[str, str]]) -> bool:
+        return written.lines > self.COMPACT_FACTOR * len(turns) + self.COMPACT_SLACK
+
+    def _rewrite(
+        self, conversation: Conversation, header: str, turns: list[tuple[str, str]]
+    ) -> None:
+        assert self.directory is not None
+        stamp = _dumps(conversation.modified_at)
+        body = [header] + [
+            f'{{"kind":"turn","modifiedAt":{stamp},"turn":{text}}}' for _, text in turns
+        ]
+        # Temp file + rename: a crash mid-write leaves the old log whole.
         fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+                handle.write("\n".join(body) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temp, target)
+            os.replace(temp, self.path(conversation.backend_id))
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+        self._written[conversation.backend_id] = _Written(header, turns, len(body))
 
     def delete(self, backend_id: str) -> None:
         self._open.pop(backend_id, None)
+        self._written.pop(backend_id, None)
         if self.directory is not None:
             self.path(backend_id).unlink(missing_ok=True)
 
@@ -201,11 +307,23 @@ class ConversationStore:
         """Every conversation kept, open or on disk; unreadable files are logged and skipped."""
         found = dict(self._open)
         if self.directory is not None and self.directory.is_dir():
-            for path in sorted(self.directory.glob("*.json")):
+            for path in sorted(self.directory.glob("*.jsonl")):
                 try:
-                    conversation = self._read(path)
+                    conversation, _ = self._read(path)
                 except ValueError as exc:
                     log.warning("skipping %s", exc)
                     continue
                 found.setdefault(conversation.backend_id, conversation)
         return list(found.values())
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
+def _header_line(conversation: Conversation) -> str:
+    """The log's first line: everything but the turns, and the time it was started."""
+    data = conversation.to_json()
+    del data["turns"]
+    data["modifiedAt"] = data["createdAt"]
+    return _dumps({"kind": "conversation", **data})

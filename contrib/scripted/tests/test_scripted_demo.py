@@ -44,7 +44,7 @@ async def test_the_plugin_registers_the_demo_with_its_state_under_the_host(
     assert [agent["displayName"] for agent in agents] == ["Demo agent"]
     chat = await demo_chat(host)
     await chat.turn("hi")
-    assert (tmp_path / "scripted" / "conv-1.json").exists()
+    assert (tmp_path / "scripted" / "conv-1.jsonl").exists()
 
 
 async def test_help_explains_itself_and_lists_the_hosts_commands(host: Host) -> None:
