@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -142,6 +142,7 @@ class _Written:
     """What a conversation's log already says: its header and each turn's last line."""
 
     header: str
+    #: (turn id, key) per turn, as the log has them (see ``_turn_key``).
     turns: list[tuple[str, str]]
     lines: int
 
@@ -235,67 +236,77 @@ class ConversationStore:
             raise ValueError(f"{path}: not a scripted conversation log: {exc}") from None
         written = _Written(
             header=_header_line(conversation),
-            turns=[(t.id, _dumps(t.to_json())) for t in conversation.turns],
+            turns=[_turn_key(t) for t in conversation.turns],
             lines=lines,
         )
         return conversation, written
 
     def save(self, conversation: Conversation) -> None:
+        """Write what changed since the last save, here and now."""
+        write = self.prepare(conversation)
+        if write is not None:
+            write()
+
+    def prepare(self, conversation: Conversation) -> Callable[[], None] | None:
+        """Work out what changed (on the caller's thread); returns the file write to run, if any.
+
+        The diff reads the conversation, so it runs where the conversation is
+        changed; the write and its fsync touch only the returned closure's own
+        data, so a caller may run it in a worker thread. Writes of one
+        conversation must run in the order they were prepared.
+        """
         backend_id = conversation.backend_id
         self._open[backend_id] = conversation
         if self.directory is None:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        turns = [(t.id, _dumps(t.to_json())) for t in conversation.turns]
+            return None
+        keys = [_turn_key(t) for t in conversation.turns]
         header = _header_line(conversation)
         written = self._written.get(backend_id)
-        if written is None or written.header != header or self._worth_compacting(written, turns):
-            self._rewrite(conversation, header, turns)
-            return
+        if written is None or written.header != header or self._worth_compacting(written, keys):
+            body = [header] + [_turn_line(conversation.modified_at, t) for t in conversation.turns]
+            self._written[backend_id] = _Written(header, keys, len(body))
+            return self._writer(backend_id, body, replace=True)
         stamp = conversation.modified_at
         lines: list[str] = []
         same = 0
-        for (old_id, _), (new_id, _) in zip(written.turns, turns, strict=False):
+        for (old_id, _), (new_id, _) in zip(written.turns, keys, strict=False):
             if old_id != new_id:
                 break
             same += 1
         if same < len(written.turns):
             lines.append(_dumps({"kind": "truncate", "keep": same, "modifiedAt": stamp}))
-        old = dict(written.turns[:same])
-        for turn_id, text in turns:
-            if old.get(turn_id) != text:
-                lines.append(f'{{"kind":"turn","modifiedAt":{_dumps(stamp)},"turn":{text}}}')
+        for index, (turn, key) in enumerate(zip(conversation.turns, keys, strict=True)):
+            if index >= same or written.turns[index] != key:
+                lines.append(_turn_line(stamp, turn))
         if not lines:
-            return
-        with self.path(backend_id).open("a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._written[backend_id] = _Written(header, turns, written.lines + len(lines))
+            return None
+        self._written[backend_id] = _Written(header, keys, written.lines + len(lines))
+        return self._writer(backend_id, lines, replace=False)
 
-    def _worth_compacting(self, written: _Written, turns: list[tuple[str, str]]) -> bool:
-        return written.lines > self.COMPACT_FACTOR * len(turns) + self.COMPACT_SLACK
+    def _writer(self, backend_id: str, lines: list[str], *, replace: bool) -> Callable[[], None]:
+        directory, path = self.directory, self.path(backend_id)
+        assert directory is not None
+        text = "\n".join(lines) + "\n"
 
-    def _rewrite(
-        self, conversation: Conversation, header: str, turns: list[tuple[str, str]]
-    ) -> None:
-        assert self.directory is not None
-        stamp = _dumps(conversation.modified_at)
-        body = [header] + [
-            f'{{"kind":"turn","modifiedAt":{stamp},"turn":{text}}}' for _, text in turns
-        ]
-        # Temp file + rename: a crash mid-write leaves the old log whole.
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write("\n".join(body) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, self.path(conversation.backend_id))
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
-        self._written[conversation.backend_id] = _Written(header, turns, len(body))
+        def write() -> None:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                if replace:
+                    _replace(directory, path, text)
+                else:
+                    with path.open("a", encoding="utf-8") as handle:
+                        handle.write(text)
+                        handle.flush()
+                        os.fsync(handle.fileno())
+            except BaseException:
+                # What is on disk is no longer known: the next save rewrites the log whole.
+                self._written.pop(backend_id, None)
+                raise
+
+        return write
+
+    def _worth_compacting(self, written: _Written, keys: list[tuple[str, str]]) -> bool:
+        return written.lines > self.COMPACT_FACTOR * len(keys) + self.COMPACT_SLACK
 
     def delete(self, backend_id: str) -> None:
         self._open.pop(backend_id, None)
@@ -319,6 +330,33 @@ class ConversationStore:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
+def _turn_key(turn: TurnRecord) -> tuple[str, str]:
+    """What tells a turn's saved line from its state now, without writing the whole turn.
+
+    A turn's message never changes and its reports only grow, so the count of
+    reports with how it ended stands for the rest.
+    """
+    return turn.id, f"{len(turn.reports)}|{_dumps(turn.end)}|{_dumps(turn.resume)}"
+
+
+def _turn_line(stamp: str, turn: TurnRecord) -> str:
+    return _dumps({"kind": "turn", "modifiedAt": stamp, "turn": turn.to_json()})
+
+
+def _replace(directory: Path, path: Path, text: str) -> None:
+    """Temp file + rename: a crash mid-write leaves the old log whole."""
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
 
 
 def _header_line(conversation: Conversation) -> str:
