@@ -210,8 +210,8 @@ def line(*cells: Any) -> None:
 # -- startup and idle memory -----------------------------------------------------
 async def bench_startup(args: argparse.Namespace) -> None:
     print("\n## startup: process start -> first initialize answered; RSS after 2 s idle")
-    line("server", "run", "start ms", "idle RSS MB")
-    figures: dict[str, list[tuple[float, float]]] = {"host": [], "bare": []}
+    line("server", "run", "start ms", "start CPU ms", "idle RSS MB")
+    figures: dict[str, list[tuple[float, float, float]]] = {"host": [], "bare": []}
     for run in range(args.repeat):
         for kind in ("host", "bare"):
             with tempfile.TemporaryDirectory() as tmp:
@@ -219,18 +219,20 @@ async def bench_startup(args: argparse.Namespace) -> None:
                 try:
                     async with client(server, "startup"):
                         ready = now() - server.started
+                        cpu = cpu_seconds(server.pid)
                     await asyncio.sleep(2)
                     rss = memory_kib(server.pid) / 1024
                 finally:
                     server.stop()
-            figures[kind].append((ready, rss))
-            line(kind, run + 1, round(ready * 1000), round(rss, 1))
+            figures[kind].append((ready, cpu, rss))
+            line(kind, run + 1, round(ready * 1000), round(cpu * 1000), round(rss, 1))
     host = [statistics.median(x) for x in zip(*figures["host"], strict=True)]
     bare = [statistics.median(x) for x in zip(*figures["bare"], strict=True)]
     print(
-        f"median: host {host[0] * 1000:.0f} ms / {host[1]:.1f} MB, "
-        f"bare {bare[0] * 1000:.0f} ms / {bare[1]:.1f} MB; "
-        f"ratio start x{host[0] / bare[0]:.2f}, RSS x{host[1] / bare[1]:.2f}"
+        f"median: host {host[0] * 1000:.0f} ms ({host[1] * 1000:.0f} ms CPU) / {host[2]:.1f} MB, "
+        f"bare {bare[0] * 1000:.0f} ms ({bare[1] * 1000:.0f} ms CPU) / {bare[2]:.1f} MB; "
+        f"ratio start x{host[0] / bare[0]:.2f}, CPU x{host[1] / bare[1]:.2f}, "
+        f"RSS x{host[2] / bare[2]:.2f}"
     )
 
 

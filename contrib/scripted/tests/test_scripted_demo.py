@@ -12,6 +12,9 @@ from scripted_harness import Chat, chat_start, fixed_clock
 
 import ahp_scripted.plugin
 from ahp_scripted import ScriptedBackend, demo_script
+from ahp_scripted.demo import DEMO_SOURCE, demo_text
+from ahp_scripted.loader import loads_script
+from ahp_scripted.script import ScriptError
 from ahpcore.host import Host, HostSettings
 from ahpcore.plugins import PluginManager, Selection
 from ahpcore.sessions.contract import Approval, InputAnswer
@@ -123,6 +126,16 @@ def test_the_demo_script_is_valid_and_has_a_default() -> None:
     script = demo_script()
     assert script.default is not None
     assert script.name == "Demo agent"
+    # Start-up skips the schema check of the demo's questions; this is where it runs.
+    checked = loads_script(demo_text(), format="yaml", source=DEMO_SOURCE)
+    assert checked == script
+
+
+def test_a_question_shape_is_checked_unless_told_otherwise() -> None:
+    text = "default: [{ask: [{id: q, kind: text, title: T, bogus: 1}]}]"
+    with pytest.raises(ScriptError, match="bogus"):
+        loads_script(text, format="yaml")
+    assert loads_script(text, format="yaml", check_shapes=False).default is not None
 
 
 def test_the_entry_point_is_installed() -> None:
