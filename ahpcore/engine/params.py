@@ -7,6 +7,7 @@ know is a newer client's business, not an error; a missing or mistyped one is
 
 from __future__ import annotations
 
+import importlib
 import typing
 from functools import cache
 from types import ModuleType
@@ -14,7 +15,6 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ahpcore.protocol import models
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 
 EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
@@ -22,6 +22,13 @@ EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
 CHANNEL_SPELLINGS: dict[str, frozenset[str]] = {
     "ahp-automations://": frozenset({"ahp-automations://", "ahp-automations://catalog"}),
 }
+
+
+@cache
+def _models() -> ModuleType:
+    # Several hundred generated classes: loaded when the first params are checked,
+    # not when the host starts, so start-up and idle memory do not pay for them.
+    return importlib.import_module("ahpcore.protocol.models")
 
 
 def _describe(error: dict[str, Any], prefix: str) -> str:
@@ -34,7 +41,7 @@ def _describe(error: dict[str, Any], prefix: str) -> str:
 @cache
 def literal_channel(model_name: str) -> str | None:
     """The channel a params model declares as a literal, if it declares one."""
-    model = getattr(models, model_name, None)
+    model = getattr(_models(), model_name, None)
     if model is None or not issubclass(model, BaseModel):
         return None
     field = model.model_fields.get("channel")
@@ -46,7 +53,7 @@ def literal_channel(model_name: str) -> str | None:
 
 @cache
 def _adapter(model_name: str) -> TypeAdapter[Any]:
-    return TypeAdapter(getattr(models, model_name))
+    return TypeAdapter(getattr(_models(), model_name))
 
 
 def check(method: str, model_name: str, params: Any, *, prefix: str = "params") -> dict[str, Any]:
@@ -76,10 +83,10 @@ def check(method: str, model_name: str, params: Any, *, prefix: str = "params") 
 
 
 @cache
-def action_models(module: ModuleType = models) -> dict[str, tuple[type[BaseModel], ...]]:
+def action_models(module: ModuleType | None = None) -> dict[str, tuple[type[BaseModel], ...]]:
     """Action type string -> the model(s) declaring it, read off the generated classes."""
     found: dict[str, list[type[BaseModel]]] = {}
-    for value in vars(module).values():
+    for value in vars(module or _models()).values():
         if not (isinstance(value, type) and issubclass(value, BaseModel)):
             continue
         if not value.__name__.endswith("Action"):

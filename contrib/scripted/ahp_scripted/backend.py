@@ -11,6 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
+
 from ahp_scripted.runner import Gates, TurnRun
 from ahp_scripted.script import Script
 from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
@@ -100,7 +103,7 @@ class ScriptedAgent:
         record, start, saved = self._begin(turn)
         began = backend.clock()
         self._running = turn.turn_id
-        backend.save(self.conversation)
+        await backend.save(self.conversation)
         shared = dict(backend.variables())
         run: TurnRun | None = None
         outcome: dict[str, Any] = {"state": "cancelled"}
@@ -137,7 +140,7 @@ class ScriptedAgent:
             self._steering.clear()
             outcome["durationMs"] = max(0, int((backend.clock() - began).total_seconds() * 1000))
             record.end = outcome
-            backend.save(self.conversation)
+            await backend.save(self.conversation)
 
     async def close(self) -> None:
         self.closed = True
@@ -195,6 +198,7 @@ class ScriptedBackend:
             variables = variables or host_variables()
         self.script = script
         self.store = ConversationStore(Path(state_dir) if state_dir is not None else None)
+        self._save_locks: dict[str, anyio.Lock] = {}
         self.variables: Variables = variables or dict
         self.clock = clock
         self.gates = Gates()
@@ -238,7 +242,7 @@ class ScriptedBackend:
             if start.resume:
                 raise LookupError(f"no scripted conversation {start.backend_id!r} to resume")
             conversation = self._new(start)
-            self.save(conversation)
+            await self.save(conversation)
         agent = ScriptedAgent(self, conversation, start)
         self.agents_by_id[start.backend_id] = agent
         return agent
@@ -325,11 +329,18 @@ class ScriptedBackend:
             raise LookupError(f"no scripted conversation {backend_id!r} to truncate")
         keep = 0 if turn_id is None else conversation.turn_index(turn_id) + 1
         del conversation.turns[keep:]
-        self.save(conversation)
+        await self.save(conversation)
 
-    def save(self, conversation: Conversation) -> None:
+    async def save(self, conversation: Conversation) -> None:
+        """Append what changed; the write and its fsync run off the event loop, in order."""
         conversation.modified_at = iso(self.clock())
-        self.store.save(conversation)
+        lock = self._save_locks.setdefault(conversation.backend_id, anyio.Lock())
+        # Shielded: a turn's end is written even when its cancellation ended it.
+        with anyio.CancelScope(shield=True):
+            async with lock:
+                write = self.store.prepare(conversation)
+                if write is not None:
+                    await anyio.to_thread.run_sync(write)
 
     def conversation(self, backend_id: str) -> Conversation | None:
         """The kept conversation, for tests and tools (a copy: changing it changes nothing)."""

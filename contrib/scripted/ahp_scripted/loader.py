@@ -28,6 +28,7 @@ import importlib
 import inspect
 import json
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -129,14 +130,22 @@ def _steps(value: Any, where: str) -> tuple[Step, ...]:
     return tuple(parse_step(step, f"{where}[{index}]") for index, step in enumerate(value))
 
 
-def _questions(value: Any, where: str) -> Any:
-    from ahpcore.protocol.wire import format_issues, validate_value
+#: Whether questions written as protocol shapes are checked against the strict schema.
+#: The packaged demo is checked by its tests, so loading it when the host starts
+#: skips the several hundred strict models the check would import.
+_check_shapes: ContextVar[bool] = ContextVar("check_shapes", default=True)
 
+
+def _questions(value: Any, where: str) -> Any:
     if isinstance(value, str):
         return value
     items = [value] if isinstance(value, Mapping) else value
     if not isinstance(items, list | tuple) or not items:
         raise _Problem("must be a question text, a ChatInputQuestion or a non-empty list of them")
+    if not _check_shapes.get():
+        return tuple(items)
+    from ahpcore.protocol.wire import format_issues, validate_value
+
     for index, question in enumerate(items):
         issues = validate_value("ChatInputQuestion", question, path=f"questions[{index}]")
         if issues:
@@ -316,8 +325,14 @@ def _yaml() -> Any:
     return importlib.import_module("yaml")
 
 
-def loads_script(text: str, *, format: str = "json", source: str = "<script>") -> Script:
-    """A script from JSON or YAML text (``format`` is "json" or "yaml")."""
+def loads_script(
+    text: str, *, format: str = "json", source: str = "<script>", check_shapes: bool = True
+) -> Script:
+    """A script from JSON or YAML text (``format`` is "json" or "yaml").
+
+    ``check_shapes=False`` leaves protocol shapes embedded in the script
+    (questions) unchecked: only for scripts whose tests check them.
+    """
     if format == "json":
         try:
             data = json.loads(text)
@@ -331,7 +346,11 @@ def loads_script(text: str, *, format: str = "json", source: str = "<script>") -
             raise ScriptError(f"{source}: not valid YAML: {exc}") from None
     else:
         raise ScriptError(f"{source}: unknown script format {format!r} (json or yaml)")
-    return parse_script(data, source)
+    token = _check_shapes.set(check_shapes)
+    try:
+        return parse_script(data, source)
+    finally:
+        _check_shapes.reset(token)
 
 
 def load_script(path: str | Path) -> Script:

@@ -1,4 +1,4 @@
-"""Conversations kept as one JSON file each, written atomically, read back after a restart."""
+"""Conversations kept as one append-only JSON Lines log each, read back after a restart."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +18,7 @@ from ahp_scripted.transcript import Report
 log = logging.getLogger(__name__)
 
 #: Bumped when the file layout changes incompatibly.
-FORMAT = 1
+FORMAT = 2
 
 
 def _plain(value: Any) -> Any:
@@ -137,23 +137,46 @@ class Conversation:
         )
 
 
+@dataclass
+class _Written:
+    """What a conversation's log already says: its header and each turn's last line."""
+
+    header: str
+    #: (turn id, key) per turn, as the log has them (see ``_turn_key``).
+    turns: list[tuple[str, str]]
+    lines: int
+
+
 class ConversationStore:
-    """Open conversations by backend id, each kept in a file under ``directory``.
+    """Open conversations by backend id, each kept as an append-only log under ``directory``.
+
+    A log is JSON Lines: a ``conversation`` header, then one ``turn`` line each
+    time a turn changes (the last line for a turn id wins) and a ``truncate``
+    line when turns are dropped. A save appends only what changed since the
+    last one, as one fsync'd write, so a turn costs the same in a long chat as
+    in a short one; the log is rewritten whole (temp file + rename) only when
+    it has grown well past what it describes. A line torn by a crash mid-write
+    is skipped on reading, so the turn reads back as it was before it.
 
     Without a directory conversations live in memory only (tests that need no
     files). One ``Conversation`` object per backend id is shared by the agent
     running it and the backend's truncate and delete.
     """
 
+    #: Rewrite a log once it holds this many times more lines than it has turns (plus slack).
+    COMPACT_FACTOR = 4
+    COMPACT_SLACK = 16
+
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         self._open: dict[str, Conversation] = {}
+        self._written: dict[str, _Written] = {}
 
     def path(self, backend_id: str) -> Path:
         if self.directory is None:
             raise RuntimeError("this store keeps conversations in memory only")
         # Any backend id becomes a safe file name; the id itself is kept inside.
-        return self.directory / f"{quote(backend_id, safe='-_.')}.json"
+        return self.directory / f"{quote(backend_id, safe='-_.')}.jsonl"
 
     def get(self, backend_id: str) -> Conversation | None:
         found = self._open.get(backend_id)
@@ -162,38 +185,132 @@ class ConversationStore:
         path = self.path(backend_id)
         if not path.exists():
             return None
-        conversation = self._read(path)
+        conversation, written = self._read(path)
         self._open[backend_id] = conversation
+        self._written[backend_id] = written
         return conversation
 
     @staticmethod
-    def _read(path: Path) -> Conversation:
+    def _read(path: Path) -> tuple[Conversation, _Written]:
         try:
-            return Conversation.from_json(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: not a scripted conversation file: {exc}") from None
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{path}: not a scripted conversation log: {exc}") from None
+        header: dict[str, Any] | None = None
+        turns: dict[str, dict[str, Any]] = {}
+        order: list[str] = []
+        lines = 0
+        for number, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                # Only the last line can be torn (a crash mid-append); anything else is damage.
+                if raw.rstrip(b"\n").endswith(line):
+                    log.warning("%s: ignoring a torn last line", path)
+                    continue
+                raise ValueError(f"{path}:{number}: not a JSON line") from None
+            lines += 1
+            kind = entry.get("kind") if isinstance(entry, dict) else None
+            if kind == "conversation":
+                header = entry
+            elif kind == "turn" and header is not None:
+                turn = entry["turn"]
+                if turn["id"] not in turns:
+                    order.append(turn["id"])
+                turns[turn["id"]] = turn
+                header["modifiedAt"] = entry.get("modifiedAt", header["modifiedAt"])
+            elif kind == "truncate" and header is not None:
+                for dropped in order[entry["keep"] :]:
+                    del turns[dropped]
+                del order[entry["keep"] :]
+                header["modifiedAt"] = entry.get("modifiedAt", header["modifiedAt"])
+            else:
+                raise ValueError(f"{path}:{number}: unexpected {kind!r} line")
+        if header is None:
+            raise ValueError(f"{path}: no conversation header")
+        try:
+            conversation = Conversation.from_json({**header, "turns": [turns[t] for t in order]})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a scripted conversation log: {exc}") from None
+        written = _Written(
+            header=_header_line(conversation),
+            turns=[_turn_key(t) for t in conversation.turns],
+            lines=lines,
+        )
+        return conversation, written
 
     def save(self, conversation: Conversation) -> None:
-        self._open[conversation.backend_id] = conversation
+        """Write what changed since the last save, here and now."""
+        write = self.prepare(conversation)
+        if write is not None:
+            write()
+
+    def prepare(self, conversation: Conversation) -> Callable[[], None] | None:
+        """Work out what changed (on the caller's thread); returns the file write to run, if any.
+
+        The diff reads the conversation, so it runs where the conversation is
+        changed; the write and its fsync touch only the returned closure's own
+        data, so a caller may run it in a worker thread. Writes of one
+        conversation must run in the order they were prepared.
+        """
+        backend_id = conversation.backend_id
+        self._open[backend_id] = conversation
         if self.directory is None:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.path(conversation.backend_id)
-        text = json.dumps(conversation.to_json(), indent=1, ensure_ascii=False, default=_plain)
-        # Temp file + rename: a crash mid-write leaves the old file whole.
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, target)
-        except BaseException:
-            Path(temp).unlink(missing_ok=True)
-            raise
+            return None
+        keys = [_turn_key(t) for t in conversation.turns]
+        header = _header_line(conversation)
+        written = self._written.get(backend_id)
+        if written is None or written.header != header or self._worth_compacting(written, keys):
+            body = [header] + [_turn_line(conversation.modified_at, t) for t in conversation.turns]
+            self._written[backend_id] = _Written(header, keys, len(body))
+            return self._writer(backend_id, body, replace=True)
+        stamp = conversation.modified_at
+        lines: list[str] = []
+        same = 0
+        for (old_id, _), (new_id, _) in zip(written.turns, keys, strict=False):
+            if old_id != new_id:
+                break
+            same += 1
+        if same < len(written.turns):
+            lines.append(_dumps({"kind": "truncate", "keep": same, "modifiedAt": stamp}))
+        for index, (turn, key) in enumerate(zip(conversation.turns, keys, strict=True)):
+            if index >= same or written.turns[index] != key:
+                lines.append(_turn_line(stamp, turn))
+        if not lines:
+            return None
+        self._written[backend_id] = _Written(header, keys, written.lines + len(lines))
+        return self._writer(backend_id, lines, replace=False)
+
+    def _writer(self, backend_id: str, lines: list[str], *, replace: bool) -> Callable[[], None]:
+        directory, path = self.directory, self.path(backend_id)
+        assert directory is not None
+        text = "\n".join(lines) + "\n"
+
+        def write() -> None:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                if replace:
+                    _replace(directory, path, text)
+                else:
+                    with path.open("a", encoding="utf-8") as handle:
+                        handle.write(text)
+                        handle.flush()
+                        os.fsync(handle.fileno())
+            except BaseException:
+                # What is on disk is no longer known: the next save rewrites the log whole.
+                self._written.pop(backend_id, None)
+                raise
+
+        return write
+
+    def _worth_compacting(self, written: _Written, keys: list[tuple[str, str]]) -> bool:
+        return written.lines > self.COMPACT_FACTOR * len(keys) + self.COMPACT_SLACK
 
     def delete(self, backend_id: str) -> None:
         self._open.pop(backend_id, None)
+        self._written.pop(backend_id, None)
         if self.directory is not None:
             self.path(backend_id).unlink(missing_ok=True)
 
@@ -201,11 +318,50 @@ class ConversationStore:
         """Every conversation kept, open or on disk; unreadable files are logged and skipped."""
         found = dict(self._open)
         if self.directory is not None and self.directory.is_dir():
-            for path in sorted(self.directory.glob("*.json")):
+            for path in sorted(self.directory.glob("*.jsonl")):
                 try:
-                    conversation = self._read(path)
+                    conversation, _ = self._read(path)
                 except ValueError as exc:
                     log.warning("skipping %s", exc)
                     continue
                 found.setdefault(conversation.backend_id, conversation)
         return list(found.values())
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_plain)
+
+
+def _turn_key(turn: TurnRecord) -> tuple[str, str]:
+    """What tells a turn's saved line from its state now, without writing the whole turn.
+
+    A turn's message never changes and its reports only grow, so the count of
+    reports with how it ended stands for the rest.
+    """
+    return turn.id, f"{len(turn.reports)}|{_dumps(turn.end)}|{_dumps(turn.resume)}"
+
+
+def _turn_line(stamp: str, turn: TurnRecord) -> str:
+    return _dumps({"kind": "turn", "modifiedAt": stamp, "turn": turn.to_json()})
+
+
+def _replace(directory: Path, path: Path, text: str) -> None:
+    """Temp file + rename: a crash mid-write leaves the old log whole."""
+    fd, temp = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _header_line(conversation: Conversation) -> str:
+    """The log's first line: everything but the turns, and the time it was started."""
+    data = conversation.to_json()
+    del data["turns"]
+    data["modifiedAt"] = data["createdAt"]
+    return _dumps({"kind": "conversation", **data})

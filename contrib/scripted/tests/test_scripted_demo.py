@@ -12,6 +12,9 @@ from scripted_harness import Chat, chat_start, fixed_clock
 
 import ahp_scripted.plugin
 from ahp_scripted import ScriptedBackend, demo_script
+from ahp_scripted.demo import DEMO_SOURCE, demo_text
+from ahp_scripted.loader import loads_script
+from ahp_scripted.script import ScriptError
 from ahpcore.host import Host, HostSettings
 from ahpcore.plugins import PluginManager, Selection
 from ahpcore.sessions.contract import Approval, InputAnswer
@@ -44,7 +47,7 @@ async def test_the_plugin_registers_the_demo_with_its_state_under_the_host(
     assert [agent["displayName"] for agent in agents] == ["Demo agent"]
     chat = await demo_chat(host)
     await chat.turn("hi")
-    assert (tmp_path / "scripted" / "conv-1.json").exists()
+    assert (tmp_path / "scripted" / "conv-1.jsonl").exists()
 
 
 async def test_help_explains_itself_and_lists_the_hosts_commands(host: Host) -> None:
@@ -123,6 +126,16 @@ def test_the_demo_script_is_valid_and_has_a_default() -> None:
     script = demo_script()
     assert script.default is not None
     assert script.name == "Demo agent"
+    # Start-up skips the schema check of the demo's questions; this is where it runs.
+    checked = loads_script(demo_text(), format="yaml", source=DEMO_SOURCE)
+    assert checked == script
+
+
+def test_a_question_shape_is_checked_unless_told_otherwise() -> None:
+    text = "default: [{ask: [{id: q, kind: text, title: T, bogus: 1}]}]"
+    with pytest.raises(ScriptError, match="bogus"):
+        loads_script(text, format="yaml")
+    assert loads_script(text, format="yaml", check_shapes=False).default is not None
 
 
 def test_the_entry_point_is_installed() -> None:

@@ -85,20 +85,54 @@ async def test_a_new_backend_rebuilds_the_live_state(tmp_path: Path) -> None:
     assert reader.actions == chat.actions
 
 
-async def test_the_file_is_plain_json_and_written_whole(tmp_path: Path) -> None:
+async def test_the_log_is_json_lines_appended_turn_by_turn(tmp_path: Path) -> None:
     scripted = backend(tmp_path, SCRIPT)
     chat = Chat(await scripted.start(chat_start("a/b:c")))
     await chat.turn("hello")
     files = list(tmp_path.iterdir())
-    assert [f.name for f in files] == ["a%2Fb%3Ac.json"]  # no temp file left behind
-    data = json.loads(files[0].read_text())
-    assert data["backendId"] == "a/b:c"
-    assert data["workingDirectories"] == ["/work/project"]
-    [turn] = data["turns"]
+    assert [f.name for f in files] == ["a%2Fb%3Ac.jsonl"]  # no temp file left behind
+    header, *lines = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert header["kind"] == "conversation" and header["backendId"] == "a/b:c"
+    assert header["workingDirectories"] == ["/work/project"]
+    # The turn as it started, then as it ended: the last line for a turn id wins.
+    assert [line["kind"] for line in lines] == ["turn", "turn"]
+    assert lines[0]["turn"]["end"] is None
+    turn = lines[-1]["turn"]
     assert turn["message"]["text"] == "hello"
     assert turn["startedAt"] == STARTED
     assert turn["reports"][0] == ["text", {"delta": "You said: hello. Before "}]
     assert turn["end"] == {"state": "complete", "durationMs": 0}
+    before = files[0].read_text()
+    await chat.turn("again", turn_id="t2")
+    # A second turn appends its own lines and leaves the first turn's alone.
+    assert files[0].read_text().startswith(before)
+    assert len(files[0].read_text().splitlines()) == 5
+
+
+async def test_a_truncation_is_a_line_and_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    chat = Chat(await scripted.start(chat_start()))
+    await chat.turn("one")
+    await chat.turn("two", turn_id="t2")
+    await scripted.truncate("conv-1", "t1")
+    log_file = tmp_path / "conv-1.jsonl"
+    assert json.loads(log_file.read_text().splitlines()[-1])["kind"] == "truncate"
+    with log_file.open("a") as handle:
+        handle.write('{"kind":"turn","turn":{"id":"t9"')  # a crash mid-append
+    reread = backend(tmp_path, SCRIPT).conversation("conv-1")
+    assert reread is not None and [t.id for t in reread.turns] == ["t1"]
+
+
+async def test_a_long_log_is_compacted_to_what_it_describes(tmp_path: Path) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    chat = Chat(await scripted.start(chat_start()))
+    for n in range(12):
+        await chat.turn("one", turn_id=f"t{n}")
+        await scripted.truncate("conv-1", None)
+    lines = (tmp_path / "conv-1.jsonl").read_text().splitlines()
+    assert len(lines) <= scripted.store.COMPACT_FACTOR * 1 + scripted.store.COMPACT_SLACK + 3
+    reread = backend(tmp_path, SCRIPT).conversation("conv-1")
+    assert reread is not None and reread.turns == []
 
 
 async def test_a_resumed_conversation_goes_on_where_it_was(tmp_path: Path) -> None:
@@ -128,9 +162,9 @@ async def test_a_turn_cut_short_by_a_stopped_host_reads_back_cancelled(tmp_path:
         tg.start_soon(chat.turn, "hold")
         await scripted.reached("hold")
         # The host dies here: what is on disk is the turn as it started.
-        on_disk = json.loads((tmp_path / "conv-1.json").read_text())
+        on_disk = (tmp_path / "conv-1.jsonl").read_text()
         tg.cancel_scope.cancel()
-    (tmp_path / "conv-1.json").write_text(json.dumps(on_disk))
+    (tmp_path / "conv-1.jsonl").write_text(on_disk)
     reader = await rebuilt(backend(tmp_path, SCRIPT))
     [turn] = reader.chat_state["turns"]
     assert turn["state"] == "cancelled"

@@ -1,0 +1,489 @@
+"""Outside-in benchmarks: an ``ahp serve`` process driven over real sockets.
+
+Every figure is taken from outside the server, over a real WebSocket, with a
+bare websockets server (``bench/_bare.py``) doing the same job in the same run
+as the baseline. Server CPU is read from ``/proc/<pid>/stat`` around each
+measured window, memory from ``/proc/<pid>/status``.
+
+    python bench/outside.py startup            # serve -> first initialize answer, idle RSS
+    python bench/outside.py dispatch           # one client's actions: parse, validate, reduce, echo
+    python bench/outside.py catalogue -n 1000  # listSessions cold/warm, another client's ping meanwhile
+    python bench/outside.py turns -n 500       # per-turn latency along one long chat
+    python bench/outside.py all
+
+Fan-out to many clients is ``bench/fanout.py``. This is a benchmark, not a
+test: it prints figures and asserts nothing. Linux only (it reads /proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout
+
+from ahpcore.protocol.uris import default_chat_uri  # noqa: E402
+
+BARE = Path(__file__).with_name("_bare.py")
+TICKS = os.sysconf("SC_CLK_TCK")
+VERSIONS = ["1.0.0"]
+
+
+def now() -> float:
+    return time.perf_counter()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def memory_kib(pid: int, key: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+@dataclass
+class Server:
+    """A server process on a port: the host (``ahp serve``) or the bare baseline."""
+
+    kind: str
+    process: subprocess.Popen[bytes]
+    port: int
+    started: float
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_host(state_dir: Path, *extra: str) -> Server:
+    port = free_port()
+    command = [
+        sys.executable,
+        "-c",
+        "from ahpcore.cli import main; main()",
+        "serve",
+        "--no-token",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(state_dir),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
+    started = now()
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT
+    )
+    return Server("host", process, port, started)
+
+
+def start_bare(*extra: str) -> Server:
+    port = free_port()
+    started = now()
+    process = subprocess.Popen(
+        [sys.executable, str(BARE), "--port", str(port), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return Server("bare", process, port, started)
+
+
+class Client:
+    """One JSON-RPC client connection, enough for these benchmarks."""
+
+    def __init__(self, ws: ClientConnection, client_id: str) -> None:
+        self.ws = ws
+        self.client_id = client_id
+        self._ids = 0
+        self._seq = 0
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        with contextlib.suppress(Exception):
+            async for text in self.ws:
+                message = json.loads(text)
+                if "id" in message and "method" not in message:
+                    future = self.waiting.pop(message["id"], None)
+                    if future is not None and not future.done():
+                        future.set_result(message)
+                    continue
+                for listener in list(self.listeners):
+                    listener(message)
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        self._ids += 1
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiting[self._ids] = future
+        await self.ws.send(
+            json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params})
+        )
+        answer = await asyncio.wait_for(future, 600)
+        if "error" in answer:
+            raise RuntimeError(f"{method}: {answer['error']}")
+        return answer["result"]
+
+    async def dispatch(self, channel: str, action: dict[str, Any]) -> int:
+        self._seq += 1
+        params = {"channel": channel, "clientSeq": self._seq, "action": action}
+        await self.ws.send(
+            json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": params})
+        )
+        return self._seq
+
+    async def close(self) -> None:
+        self._reader.cancel()
+        await self.ws.close()
+
+
+@contextlib.asynccontextmanager
+async def client(
+    server: Server, client_id: str, compression: str | None = None
+) -> AsyncIterator[Client]:
+    deadline = now() + 60
+    while True:
+        try:
+            ws = await connect(server.url, max_size=None, compression=compression, open_timeout=5)
+            break
+        except OSError:
+            if now() > deadline or server.process.poll() is not None:
+                raise RuntimeError(f"{server.kind} never accepted a connection") from None
+            await asyncio.sleep(0.01)
+    peer = Client(ws, client_id)
+    try:
+        await peer.request(
+            "initialize",
+            {"channel": "ahp-root://", "protocolVersions": VERSIONS, "clientId": client_id},
+        )
+        yield peer
+    finally:
+        await peer.close()
+
+
+def line(*cells: Any) -> None:
+    print("  ".join(f"{c:>12}" if not isinstance(c, str) else f"{c:<12}" for c in cells))
+
+
+# -- startup and idle memory -----------------------------------------------------
+async def bench_startup(args: argparse.Namespace) -> None:
+    print("\n## startup: process start -> first initialize answered; RSS after 2 s idle")
+    line("server", "run", "start ms", "start CPU ms", "idle RSS MB")
+    figures: dict[str, list[tuple[float, float, float]]] = {"host": [], "bare": []}
+    for run in range(args.repeat):
+        for kind in ("host", "bare"):
+            with tempfile.TemporaryDirectory() as tmp:
+                server = start_host(Path(tmp)) if kind == "host" else start_bare()
+                try:
+                    async with client(server, "startup"):
+                        ready = now() - server.started
+                        cpu = cpu_seconds(server.pid)
+                    await asyncio.sleep(2)
+                    rss = memory_kib(server.pid) / 1024
+                finally:
+                    server.stop()
+            figures[kind].append((ready, cpu, rss))
+            line(kind, run + 1, round(ready * 1000), round(cpu * 1000), round(rss, 1))
+    host = [statistics.median(x) for x in zip(*figures["host"], strict=True)]
+    bare = [statistics.median(x) for x in zip(*figures["bare"], strict=True)]
+    print(
+        f"median: host {host[0] * 1000:.0f} ms ({host[1] * 1000:.0f} ms CPU) / {host[2]:.1f} MB, "
+        f"bare {bare[0] * 1000:.0f} ms ({bare[1] * 1000:.0f} ms CPU) / {bare[2]:.1f} MB; "
+        f"ratio start x{host[0] / bare[0]:.2f}, CPU x{host[1] / bare[1]:.2f}, "
+        f"RSS x{host[2] / bare[2]:.2f}"
+    )
+
+
+# -- one client's actions ----------------------------------------------------------
+async def _open_session(peer: Client, server: Server) -> tuple[str, str]:
+    session = f"scripted:/{uuid.uuid4()}"
+    if server.kind == "host":
+        await peer.request("createSession", {"channel": session, "provider": "scripted"})
+        await peer.request("subscribe", {"channel": session})
+    return session, default_chat_uri(session)
+
+
+async def _drive_actions(peer: Client, channel: str, count: int, window: int) -> float:
+    """Send ``count`` title changes, at most ``window`` unanswered; seconds until all echoed."""
+    echoed = asyncio.Event()
+    done = {"n": 0}
+    credit = asyncio.Semaphore(window)
+
+    def on_frame(message: dict[str, Any]) -> None:
+        params = message.get("params") or {}
+        origin = params.get("origin") or {}
+        if message.get("method") == "action" and origin.get("clientId") == peer.client_id:
+            done["n"] += 1
+            credit.release()
+            if done["n"] == count:
+                echoed.set()
+
+    peer.listeners.append(on_frame)
+    start = now()
+    for i in range(count):
+        await credit.acquire()
+        await peer.dispatch(channel, {"type": "session/titleChanged", "title": f"title {i}"})
+    await asyncio.wait_for(echoed.wait(), 600)
+    peer.listeners.remove(on_frame)
+    return now() - start
+
+
+async def bench_dispatch(args: argparse.Namespace) -> None:
+    print(f"\n## dispatch: one client, {args.actions} session/titleChanged, echoed to the sender")
+    line("server", "window", "actions/s", "us/action", "CPU us/act")
+    results: dict[tuple[str, int], tuple[float, float]] = {}
+    for window in (1, 64):
+        for kind in ("host", "bare"):
+            with tempfile.TemporaryDirectory() as tmp:
+                server = start_host(Path(tmp)) if kind == "host" else start_bare()
+                try:
+                    async with client(server, "sender") as peer:
+                        session, _chat = await _open_session(peer, server)
+                        await _drive_actions(peer, session, 200, window)  # warm-up
+                        cpu = cpu_seconds(server.pid)
+                        wall = await _drive_actions(peer, session, args.actions, window)
+                        cpu = cpu_seconds(server.pid) - cpu
+                finally:
+                    server.stop()
+            results[kind, window] = (wall, cpu)
+            line(
+                kind,
+                window,
+                round(args.actions / wall),
+                round(wall / args.actions * 1e6, 1),
+                round(cpu / args.actions * 1e6, 1),
+            )
+        host, bare = results["host", window], results["bare", window]
+        print(
+            f"ratio window {window}: throughput x{bare[0] / host[0]:.2f} of bare, "
+            f"CPU per action x{host[1] / max(bare[1], 1e-9):.2f}"
+        )
+
+
+# -- the catalogue ---------------------------------------------------------------------
+async def _seed(state_dir: Path, sessions: int) -> None:
+    """Create ``sessions`` scripted sessions through the host, eight clients at a time."""
+    server = start_host(state_dir)
+    try:
+        async with client(server, "seed") as first:
+            lanes = 8
+            created = {"n": 0}
+
+            async def lane(index: int) -> None:
+                async with client(server, f"seed{index}") as peer:
+                    for _ in range(index, sessions, lanes):
+                        await peer.request(
+                            "createSession",
+                            {"channel": f"scripted:/{uuid.uuid4()}", "provider": "scripted"},
+                        )
+                        created["n"] += 1
+                        if created["n"] % 1000 == 0:
+                            print(f"  seeded {created['n']}/{sessions}", flush=True)
+
+            await asyncio.gather(*(lane(i) for i in range(lanes)))
+            await first.request("ping", {})
+    finally:
+        server.stop()
+
+
+async def _ping_during(peer: Client, stop: asyncio.Event, latencies: list[float]) -> None:
+    while not stop.is_set():
+        sent = now()
+        await peer.request("ping", {})
+        latencies.append(now() - sent)
+        await asyncio.sleep(0.002)
+
+
+async def _timed_lists(
+    server: Server, calls: list[dict[str, Any]]
+) -> list[tuple[float, list[float], int]]:
+    """Each call's wall time, another client's ping latencies meanwhile, and rows returned."""
+    out = []
+    async with client(server, "lister") as lister, client(server, "pinger") as pinger:
+        await pinger.request("ping", {})
+        for params in calls:
+            latencies: list[float] = []
+            stop = asyncio.Event()
+            pings = asyncio.create_task(_ping_during(pinger, stop, latencies))
+            await asyncio.sleep(0.02)
+            start = now()
+            result = await lister.request("listSessions", params)
+            wall = now() - start
+            stop.set()
+            await pings
+            out.append((wall, latencies, len(result.get("items", []))))
+    return out
+
+
+async def bench_catalogue(args: argparse.Namespace) -> None:
+    sessions = args.sessions
+    seed_dir = Path(tempfile.gettempdir()) / f"ahp-bench-catalogue-{sessions}"
+    if not (seed_dir / "done").exists():
+        shutil.rmtree(seed_dir, ignore_errors=True)
+        print(f"seeding {sessions} sessions into {seed_dir} (kept for later runs)")
+        await _seed(seed_dir, sessions)
+        (seed_dir / "done").write_text("")
+    print(f"\n## catalogue: listSessions at {sessions} sessions; another client pings every 2 ms")
+    line("server", "call", "rows", "ms", "ping p99 ms", "ping max ms")
+    calls = [{}, {}, {}, {"limit": 50}, {"limit": 50}, {"limit": 50}]
+    names = ["cold all", "warm all", "warm all", "page 50", "page 50", "page 50"]
+    rows_file = Path(tempfile.gettempdir()) / f"ahp-bench-rows-{sessions}.json"
+    for kind in ("host", "bare"):
+        with tempfile.TemporaryDirectory() as tmp:
+            if kind == "host":
+                work = Path(tmp) / "state"
+                shutil.copytree(seed_dir, work)
+                server = start_host(work)
+            else:
+                server = start_bare("--list", str(rows_file))
+            try:
+                results = await _timed_lists(server, calls)
+                if kind == "host":
+                    async with client(server, "rows") as peer:
+                        rows = (await peer.request("listSessions", {}))["items"]
+                    rows_file.write_text(json.dumps(rows))
+                rss = memory_kib(server.pid) / 1024
+            finally:
+                server.stop()
+        for name, (wall, pings, count) in zip(names, results, strict=True):
+            ordered = sorted(pings) or [0.0]
+            p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+            line(
+                kind,
+                name,
+                count,
+                round(wall * 1000, 1),
+                round(p99 * 1000, 1),
+                round(ordered[-1] * 1000, 1),
+            )
+        print(f"{kind} RSS after listing: {rss:.1f} MB")
+
+
+# -- a long chat ---------------------------------------------------------------------------
+async def _turns(server: Server, count: int) -> list[float]:
+    async with client(server, "chatter") as peer:
+        _session, chat = await _open_session(peer, server)
+        if server.kind == "host":
+            await peer.request("subscribe", {"channel": chat})
+        ended: dict[str, asyncio.Event] = {}
+
+        def on_frame(message: dict[str, Any]) -> None:
+            action = (message.get("params") or {}).get("action") or {}
+            if action.get("type") in ("chat/turnComplete", "chat/error", "chat/turnCancelled"):
+                event = ended.get(action.get("turnId"))
+                if event is not None:
+                    event.set()
+
+        peer.listeners.append(on_frame)
+        latencies = []
+        for _ in range(count):
+            turn_id = str(uuid.uuid4())
+            ended[turn_id] = asyncio.Event()
+            start = now()
+            await peer.dispatch(
+                chat,
+                {
+                    "type": "chat/turnStarted",
+                    "turnId": turn_id,
+                    "startedAt": "2026-01-01T00:00:00.000Z",
+                    "message": {"text": "tell me something", "origin": {"kind": "user"}},
+                },
+            )
+            await asyncio.wait_for(ended[turn_id].wait(), 60)
+            latencies.append(now() - start)
+        return latencies
+
+
+async def bench_turns(args: argparse.Namespace) -> None:
+    count = args.turns
+    print(f"\n## turns: {count} turns in one chat, turnStarted -> turnComplete")
+    bucket = max(1, count // 5)
+    line("server", "turns", "median ms", "p90 ms")
+    for kind in ("host", "bare"):
+        with tempfile.TemporaryDirectory() as tmp:
+            server = start_host(Path(tmp)) if kind == "host" else start_bare()
+            try:
+                latencies = await _turns(server, count)
+            finally:
+                server.stop()
+        medians = []
+        for start in range(0, count, bucket):
+            part = sorted(latencies[start : start + bucket])
+            medians.append(statistics.median(part))
+            line(
+                kind,
+                f"{start + 1}-{start + len(part)}",
+                round(medians[-1] * 1000, 2),
+                round(part[int(0.9 * (len(part) - 1))] * 1000, 2),
+            )
+        print(f"{kind}: last bucket / first bucket x{medians[-1] / medians[0]:.2f}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("what", choices=["startup", "dispatch", "catalogue", "turns", "all"])
+    parser.add_argument("--repeat", type=int, default=3, help="startup runs per server")
+    parser.add_argument("--actions", type=int, default=5000, help="actions in the dispatch run")
+    parser.add_argument(
+        "-n", "--sessions", type=int, default=1000, help="sessions in the catalogue"
+    )
+    parser.add_argument("--turns", type=int, default=500, help="turns in the long chat")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cores, {os.uname().release}")
+    steps = {
+        "startup": bench_startup,
+        "dispatch": bench_dispatch,
+        "catalogue": bench_catalogue,
+        "turns": bench_turns,
+    }
+    for name, step in steps.items():
+        if args.what in (name, "all"):
+            await step(args)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
