@@ -52,7 +52,7 @@ class TerminalCommands:
         if not command:
             return False
         session = chat.session
-        ran = getattr(chat.agent, "ran", None)
+        ran = getattr(chat.runner.agent, "ran", None)
         if not callable(ran):
             raise RuntimeError(
                 f"the {session.provider} backend cannot take the result of a "

@@ -41,7 +41,7 @@ async def test_disposing_a_session_mid_turn_leaves_the_host_serving(session_host
         await newcomer.initialize()
         await newcomer.sync()
         await start_turn(bystander, other_chat, "hello", "t2")
-        assert running.host.sessions.session_by_uri(session) is None
+        assert running.host.sessions.registry.session_by_uri(session) is None
         # The cancelled turn wound down before the backend forgot the conversation,
         # so nothing wrote it back.
         listed = await bystander.request("listSessions", {})
