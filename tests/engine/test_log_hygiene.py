@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 
@@ -43,8 +44,6 @@ def test_a_traceback_is_redacted_too():
     try:
         raise ValueError("bad request /?token=s3cret-value")
     except ValueError:
-        import sys
-
         record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
     line = RedactingFormatter("%(message)s").format(record)
     assert "s3cret-value" not in line and "token=[redacted]" in line
