@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
+import anyio.abc
 import typer
 
 from ahpcore import __version__
@@ -442,26 +443,28 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
     for failure in host.plugins.failures:
         typer.echo(f"ahp: plugin {failure.name} left out: {escape(failure.error)}", err=True)
     settings = host.settings
-    if options.stdio:
-        wire, reader = await stdio_transport.open_pipes(max_frame_bytes=settings.max_frame_bytes)
+    # Signals are taken over before anything is printed: a Ctrl-C right after the
+    # banner stops the host cleanly rather than interrupting it.
+    async with anyio.create_task_group() as tg:
+        await tg.start(_stop_on_signal, tg.cancel_scope)
+        if options.stdio:
+            wire, reader = await stdio_transport.open_pipes(
+                max_frame_bytes=settings.max_frame_bytes
+            )
 
-        async def frames() -> bytes | None:
-            return await stdio_transport.read_line(reader)
+            async def frames() -> bytes | None:
+                return await stdio_transport.read_line(reader)
 
-        typer.echo(
-            f"ahp {__version__} serving one client on stdio; state in {settings.state_dir}; plugins: {_plugin_list(host)}",
-            err=True,
-        )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_stop_on_signal, tg.cancel_scope)
+            typer.echo(
+                f"ahp {__version__} serving one client on stdio; state in "
+                f"{settings.state_dir}; plugins: {_plugin_list(host)}",
+                err=True,
+            )
             await host.serve_connection(wire, frames)
             tg.cancel_scope.cancel()
-        return
-    servers = await _listen(host, options)
-    try:
-        # Signals are caught before anything is printed, so a Ctrl-C that follows
-        # the banner at once is a clean stop, not an interrupt mid-start.
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+            return
+        servers = await _listen(host, options)
+        try:
             bound = next(iter(servers[0].sockets)).getsockname()
             shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             url = f"ws://{shown_host}:{bound[1]}/"
@@ -475,16 +478,17 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
             typer.echo(f"plugins: {_plugin_list(host)}", err=True)
             typer.echo("press Ctrl-C to stop", err=True)
             sys.stdout.flush()
-            async for signum in received:
-                log.info("received %s; stopping", signal.Signals(signum).name)
-                break
-    finally:
-        await _close_all(servers)
-        typer.echo("ahp stopped", err=True)
+            await anyio.sleep_forever()  # until a signal cancels the group
+        finally:
+            await _close_all(servers)
+            typer.echo("ahp stopped", err=True)
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(
+    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received %s; stopping", signal.Signals(signum).name)
             scope.cancel()

@@ -52,6 +52,13 @@ class LogHygiene(logging.Filter):
         return True
 
 
+class RedactingFormatter(logging.Formatter):
+    """Redacts tokens from the whole line, the traceback a record carries included."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
 def configure(level: str, stream: object = None) -> None:
     """The host's logging: one handler on stderr, hygiene on every line.
 
@@ -60,7 +67,7 @@ def configure(level: str, stream: object = None) -> None:
     for ``debug``.
     """
     handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(LogHygiene())
     root = logging.getLogger()
     for existing in list(root.handlers):

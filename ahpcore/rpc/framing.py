@@ -48,17 +48,21 @@ def dumps(message: Any) -> str:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-#: A JSON string literal (valid JSON has no quote outside one), written so the
-#: regex engine never backtracks: C speed even over a frame that is one long string.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
 #: ``"id": <value>`` on the top-level object before anything nested opens.
 _LEADING_ID = re.compile(r'\A\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d{1,18}|"[^"\\]{0,200}")\s*[,}]')
 
 
 def _skeleton(text: str) -> str:
-    """The frame with every string emptied: what is left is structure."""
-    return _STRING.sub('""', text)
+    """The frame with every string taken out: what is left is structure.
+
+    Escaped backslashes go first, then escaped quotes; every quote left then
+    opens or closes a string (valid JSON has none elsewhere), so splitting on
+    quotes alternates outside and inside. All of it runs at C speed, however
+    many strings or escapes the frame holds.
+    """
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    return "".join(unescaped.split('"')[::2])
 
 
 def _structure_problem(text: str) -> str | None:
@@ -73,7 +77,7 @@ def _structure_problem(text: str) -> str | None:
     if containers <= MAX_JSON_DEPTH and commas <= MAX_JSON_ELEMENTS:
         return None
     # Never more than the strings there are (an escaped quote is not a delimiter), so
-    # this refuses no frame wrongly, and it keeps the emptying below to bounded work.
+    # this refuses no frame wrongly, and it keeps the split below to a bounded list.
     if (text.count('"') - text.count('\\"')) // 2 > MAX_JSON_ELEMENTS:
         return f"frame holds more than {MAX_JSON_ELEMENTS} values"
     skeleton = _skeleton(text)
@@ -166,7 +170,7 @@ def parse(text: str | bytes) -> Message:
         raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
-    if _MAYBE_SURROGATE.search(text) and not _encodable(raw):
+    if "\\u" in text and _MAYBE_SURROGATE.search(text) and not _encodable(raw):
         # JSON can escape half a UTF-16 pair; such a string cannot be text again.
         raise ProtocolError(PARSE_ERROR, "frame holds an unpaired UTF-16 surrogate escape")
     if not isinstance(raw, dict):

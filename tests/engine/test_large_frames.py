@@ -60,9 +60,10 @@ async def test_a_huge_frame_of_empty_arrays_is_refused_by_id_while_others_are_se
             answered.set()
         assert refusal["error"]["code"] == PARSE_ERROR
         assert f"more than {MAX_JSON_CONTAINERS} arrays and objects" in refusal["error"]["message"]
-        # Refused without building the arrays: other clients never wait on it for long
-        # (parsing it as before stalled every client for seconds).
-        assert latencies[0] < 1.0, latencies
+        # Refused without building the arrays: other clients wait a fraction of a second
+        # (parsing it, as before, stalled every client for over 4 s on an idle machine).
+        # The bound leaves room for a loaded CI machine.
+        assert latencies[0] < 3.0, latencies
         await sender.sync()  # the sender is still served too
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 
-from ahpcore.logs import LogHygiene
+from ahpcore.logs import LogHygiene, RedactingFormatter
 from ahpcore.protocol.uris import ROOT_CHANNEL
 
 pytestmark = pytest.mark.anyio
@@ -37,3 +38,13 @@ def test_the_handler_filter_redacts_tokens_and_escapes_every_message():
     assert record.getMessage() == (
         "< GET /?token=[redacted]&x=1 HTTP/1.1\\nAuthorization: Bearer [redacted]"
     )
+
+
+def test_a_traceback_is_redacted_too():
+    try:
+        raise ValueError("bad request /?token=s3cret-value")
+    except ValueError:
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+    line = RedactingFormatter("%(message)s").format(record)
+    assert "s3cret-value" not in line and "token=[redacted]" in line
+    assert "Traceback" in line  # its lines kept as they are
