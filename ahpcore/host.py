@@ -105,6 +105,9 @@ class Host:
             agents = [agent for backend in self.backends.values() for agent in backend.agents()]
             self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
             self.sessions = SessionManager(self)
+        from ahpcore.engine.changes import install as install_changes
+
+        install_changes(self)
         self._started = True
         return self
 

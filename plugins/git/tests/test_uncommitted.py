@@ -1,0 +1,107 @@
+"""The uncommitted changeset of real repositories, over a real connection."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from .conftest import Repo, by_id, open_session, subscribe
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_rows_carry_index_and_tree_letters(git_host, repo: Repo) -> None:
+    repo.write("kept.txt", "one\n")
+    repo.write("gone.txt", "bye\n")
+    repo.write("moved.txt", "a longer body so rename detection has something to hold\n" * 5)
+    repo.write("image.bin", b"\x00\x01\x02binary")
+    repo.commit()
+    repo.write("kept.txt", "two\n")  # unstaged
+    repo.git("add", "kept.txt")
+    repo.write("kept.txt", "three\n")  # then changed again: MM
+    repo.git("rm", "-q", "gone.txt")
+    repo.git("mv", "moved.txt", "renamed.txt")
+    repo.write("image.bin", b"\x00\x03binary")
+    repo.write("new file.txt", "fresh\n")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, repo)
+        state = await subscribe(client, "uncommitted")
+        assert state["status"] == "ready"
+        rows = by_id(state)
+        kept = rows[repo.uri("kept.txt")]
+        assert kept["_meta"]["ahp.staged"] == "M" and kept["_meta"]["ahp.unstaged"] == "M"
+        assert kept["edit"]["before"]["content"]["uri"].startswith("ahp-git:")
+        gone = rows[repo.uri("gone.txt")]
+        assert "after" not in gone["edit"] and gone["_meta"]["ahp.staged"] == "D"
+        renamed = rows[repo.uri("renamed.txt")]
+        assert renamed["edit"]["before"]["uri"] == repo.uri("moved.txt")
+        assert repo.uri("moved.txt") not in rows  # one row for the rename
+        assert rows[repo.uri("image.bin")]["_meta"]["ahp.binary"] is True
+        new = rows[repo.uri("new file.txt")]
+        assert "before" not in new["edit"] and new["_meta"]["ahp.untracked"] is True
+        # The before side reads back what HEAD holds.
+        read = await client.request(
+            "resourceRead",
+            {"channel": "ahp-root://", "uri": kept["edit"]["before"]["content"]["uri"]},
+        )
+        assert read == {"data": "one\n", "encoding": "utf-8"}
+        moved = await client.request(
+            "resourceRead",
+            {"channel": "ahp-root://", "uri": renamed["edit"]["before"]["content"]["uri"]},
+        )
+        assert moved["data"].startswith("a longer body")
+
+
+async def test_odd_names_and_no_commit(git_host, repo: Repo) -> None:
+    odd = b"caf\xe9 with spaces.txt"  # not UTF-8
+    repo.write(odd, "bytes\n")
+    repo.write("sub/inner.txt", "x\n")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, repo)
+        state = await subscribe(client, "uncommitted")
+        rows = by_id(state)
+        assert set(rows) == {repo.uri(odd), repo.uri("sub/inner.txt")}
+        ops = {op["id"]: op for op in state["operations"]}
+        assert "discard" not in ops  # no commit: discarding would delete everything
+        frame = await client.request_frame(
+            "invokeChangesetOperation",
+            {"channel": f"{running_session()}/changeset/uncommitted", "operationId": "discard"},
+        )
+        assert frame["error"]["code"] == -32602 and "discard" in frame["error"]["message"]
+        assert repo.exists(odd)
+
+
+def running_session() -> str:
+    from .conftest import SESSION
+
+    return SESSION
+
+
+async def test_git_add_outside_moves_rows_within_a_second(git_host, repo: Repo) -> None:
+    repo.write("a.txt", "a\n")
+    repo.commit()
+    repo.write("a.txt", "b\n")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, repo)
+        state = await subscribe(client, "uncommitted")
+        assert by_id(state)[repo.uri("a.txt")]["_meta"]["ahp.staged"] == "."
+        await anyio.to_thread.run_sync(repo.git, "add", "a.txt")
+        uri = f"{running_session()}/changeset/uncommitted"
+        frame = await client.recv_until(
+            lambda f: (
+                f.get("method") == "action"
+                and f["params"]["channel"] == uri
+                and f["params"]["action"]["type"]
+                in ("changeset/fileSet", "changeset/contentChanged")
+            ),
+            timeout=1.0,
+        )
+        action = frame["params"]["action"]
+        row = action["file"] if action["type"] == "changeset/fileSet" else action["files"][0]
+        assert row["_meta"]["ahp.staged"] == "M"
