@@ -192,11 +192,15 @@ class Invocation:
         targets = self.targets()
         status = await self.repo.status()
         if targets is not None:
+            entry = next((e for e in status.entries if e.path == targets[0]), None)
+            if entry is None:
+                raise ProtocolError(INVALID_PARAMS, f"{_name(targets[0])} has no change to commit")
             paths = list(targets)
-            for entry in status.entries:
-                if entry.path == targets[0] and entry.orig_path is not None:
-                    paths.append(entry.orig_path)  # both sides, so git records one rename
-            await self.repo.run("add", "-A", "--", *paths)
+            if entry.orig_path is not None:
+                paths.append(entry.orig_path)  # both sides, so git records one rename
+            if entry.xy[1] != ".":
+                # The target as the tree has it, untracked or deleted too.
+                await self.repo.run("add", "-A", "--", targets[0])
             await self.repo.run("commit", "-q", "--only", "-m", message, "--", *paths)
             return f"Committed {_name(targets[0])}"
         if not status.entries:
