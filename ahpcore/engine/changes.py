@@ -286,8 +286,28 @@ class ChangesetService:
         finally:
             self._reading.discard(directory)
 
+    async def publish_facts(self, directory: str) -> None:
+        """``_meta.git`` on every session in ``directory``, when what the port says moved."""
+        try:
+            facts = await self.port.facts(directory)
+        except Exception as exc:
+            log.warning("reading the facts of %s failed: %s", directory, exc)
+            return
+        for channel in list(self.engine.channels.values()):
+            if channel.kind != "session" or directory_of(channel.state) != directory:
+                continue
+            meta = dict(channel.state.get("_meta") or {})
+            if meta.get("git") == facts or (facts is None and "git" not in meta):
+                continue
+            if facts is None:
+                meta.pop("git", None)
+            else:
+                meta["git"] = dict(facts)
+            self.engine.apply(channel.uri, {"type": "session/metaChanged", "_meta": meta})
+
     async def refresh(self, directory: str, *, announce: bool = False) -> None:
         """Re-read every open changeset of ``directory`` and send what moved."""
+        await self.publish_facts(directory)
         for channel in self._changesets_of(directory):
             session, _, name = channel.uri.partition(SEGMENT)
             scope = await self._scope(session, name)
@@ -327,6 +347,11 @@ class ChangesetService:
             directory = directory_of(channel.state)
             if directory is not None:
                 self.moved(directory)
+            return
+        if channel.kind == "session" and kind == "session/ready" and self.host._tasks is not None:
+            directory = directory_of(channel.state)
+            if directory is not None:
+                self.host.spawn(self.publish_facts, directory)
             return
         if channel.kind != "chat" or self.host._tasks is None:
             return

@@ -105,3 +105,61 @@ async def test_git_add_outside_moves_rows_within_a_second(git_host, repo: Repo) 
         action = frame["params"]["action"]
         row = action["file"] if action["type"] == "changeset/fileSet" else action["files"][0]
         assert row["_meta"]["ahp.staged"] == "M"
+
+
+async def test_git_facts_on_the_session(git_host, repo: Repo) -> None:
+    repo.write("a.txt", "a\n")
+    repo.commit()
+    repo.write("a.txt", "b\n")
+    repo.write("b.txt", "new\n")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        session, _ = await open_session(client, repo)
+
+        def facts_of(frame: dict) -> bool:
+            return (
+                frame.get("method") == "action"
+                and frame["params"]["channel"] == session
+                and frame["params"]["action"]["type"] == "session/metaChanged"
+            )
+
+        state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        meta = state.get("_meta", {}).get("git")
+        if meta is None:
+            meta = (await client.recv_until(facts_of))["params"]["action"]["_meta"]["git"]
+        assert meta == {"branchName": "main", "uncommittedChanges": 2}
+
+
+async def test_without_git_nothing_is_offered_and_the_host_runs_on(
+    git_host, repo: Repo, monkeypatch, tmp_path
+) -> None:
+    repo.write("a.txt", "a\n")
+    empty = tmp_path / "no-git-here"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        session, _ = await open_session(client, repo)
+        frame = await client.request_frame(
+            "subscribe", {"channel": f"{session}/changeset/uncommitted"}
+        )
+        assert "error" in frame and "git is not installed" in frame["error"]["message"]
+        assert await client.request("ping", {"channel": "ahp-root://"}) is None
+
+
+async def test_nothing_is_watched_without_a_subscriber(git_host, repo: Repo) -> None:
+    repo.write("a.txt", "a\n")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        session, _ = await open_session(client, repo)
+        service = running.host.changesets
+        assert service._watchers == {}
+        await subscribe(client, "uncommitted")
+        assert list(service._watchers) == [str(repo.root)]
+        await client.notify("unsubscribe", {"channel": f"{session}/changeset/uncommitted"})
+        await client.sync()
+        assert service._watchers == {}
+        assert f"{session}/changeset/uncommitted" not in running.host.engine.channels
