@@ -56,6 +56,8 @@ class HostSettings:
     compression: bool = True
     #: How long a dropped client stays a session's active client, waiting to reconnect.
     reconnect_grace: float = 30.0
+    #: Where session worktrees go (``<root>/<repo>/<name>``); None: beside each repository.
+    worktrees_root: Path | None = None
 
 
 class Host:

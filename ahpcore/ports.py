@@ -135,11 +135,31 @@ class ChangesPort(Protocol):
 
 @runtime_checkable
 class WorktreesPort(Protocol):
-    """Isolated working trees for sessions that ask for one."""
+    """Isolated working trees for sessions that ask for one (``isolation: worktree``)."""
 
-    async def create(self, repository: str, name: str) -> str: ...
+    async def create(
+        self,
+        repository: str,
+        name: str,
+        *,
+        include: str | Sequence[str] | None = None,
+        symlink: str | Sequence[str] | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> str:
+        """Make a tree of ``repository`` on branch ``name`` and return its path.
 
-    async def remove(self, tree: str, *, force: bool = False) -> bool: ...
+        ``include`` and ``symlink`` are ``worktreeIncludeFiles`` and
+        ``worktreeSymlinkFolders``: .gitignore patterns (a list, or one
+        comma-separated string) for the git-ignored files to copy in and the
+        git-ignored folders to link, best effort. ``progress`` is told each step,
+        for ``root/progress``. Raises ValueError naming what is wrong.
+        """
+        ...
+
+    async def remove(self, tree: str, *, force: bool = False) -> bool:
+        """Take a clean tree off the disk, keeping its branch; True when it went.
+        A tree with somebody's work in it stays (False) unless ``force``."""
+        ...
 
 
 @runtime_checkable
