@@ -353,6 +353,9 @@ class ChangesetService:
             if directory is not None:
                 self.host.spawn(self.publish_facts, directory)
             return
+        if channel.kind == "terminal" and kind in ("terminal/exited", "terminal/commandFinished"):
+            self._touched(channel.state.get("cwd"))
+            return
         if channel.kind != "chat" or self.host._tasks is None:
             return
         if kind == "chat/turnStarted":
@@ -362,6 +365,19 @@ class ChangesetService:
         elif kind == "chat/toolCallComplete":
             directory = self._directory_of_chat(channel.uri)
             if directory is not None:
+                self.moved(directory)
+
+    def _touched(self, uri: Any) -> None:
+        """Something wrote at ``uri`` (a terminal's folder, a file a client wrote): re-read
+        the watched folders it is in or over."""
+        if not isinstance(uri, str):
+            return
+        path = directory_of({"workingDirectories": [uri]}) if "://" in uri else uri
+        if path is None:
+            return
+        for directory in list(self._watchers):
+            inside = path == directory or path.startswith(directory.rstrip("/") + "/")
+            if inside or directory.startswith(path.rstrip("/") + "/"):
                 self.moved(directory)
 
     def _directory_of_chat(self, chat: str) -> str | None:
@@ -509,6 +525,17 @@ class ChangesetService:
             return await result if hasattr(result, "__await__") else result
 
         router.add("resourceRead", read, owner=inner.owner if inner else "ahpcore")
+        writer = router.routes.get("resourceWrite")
+        if writer is not None:
+            write_inner = writer.handler
+
+            async def write(client: Client, params: dict[str, Any]) -> Any:
+                result = write_inner(client, params)
+                result = await result if hasattr(result, "__await__") else result
+                self._touched(params.get("uri"))
+                return result
+
+            writer.handler = write
 
 
 async def _value(mark: Mark | None) -> str | None:

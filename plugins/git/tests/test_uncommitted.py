@@ -163,3 +163,51 @@ async def test_nothing_is_watched_without_a_subscriber(git_host, repo: Repo) -> 
         await client.sync()
         assert service._watchers == {}
         assert f"{session}/changeset/uncommitted" not in running.host.engine.channels
+
+
+async def test_a_terminal_exiting_in_the_folder_rereads_it(git_host, repo: Repo) -> None:
+    repo.write("a.txt", "a\n")
+    repo.commit()
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        session, _ = await open_session(client, repo)
+        assert (await subscribe(client, "uncommitted"))["files"] == []
+        uri = f"{session}/changeset/uncommitted"
+        # First see the watcher live (a staged file moves the rows) and every read done,
+        # so what follows can only be the terminal's doing.
+        repo.write("staged.txt", "s\n")
+        await anyio.to_thread.run_sync(repo.git, "add", "staged.txt")
+        await client.recv_until(
+            lambda f: f.get("method") == "action" and f["params"]["channel"] == uri
+        )
+        service = running.host.changesets
+        with anyio.fail_after(5):
+            while service._reading:
+                await anyio.sleep(0.01)
+        # A command in a terminal changes the tree without touching git's index.
+        repo.write("a.txt", "changed by a command\n")
+        engine = running.host.engine
+        terminal = "ahp-terminal://t1"
+        engine.add_channel(
+            terminal,
+            "terminal",
+            {
+                "title": "sh",
+                "cwd": repo.uri(),
+                "cols": 80,
+                "rows": 24,
+                "content": [],
+                "lifecycle": {"status": "running"},
+            },
+        )
+        engine.apply(terminal, {"type": "terminal/exited", "exitCode": 0})
+        frame = await client.recv_until(
+            lambda f: (
+                f.get("method") == "action"
+                and f["params"]["channel"] == uri
+                and f["params"]["action"]["type"]
+                in ("changeset/fileSet", "changeset/contentChanged")
+            )
+        )
+        assert repo.uri("a.txt") in str(frame["params"]["action"])
