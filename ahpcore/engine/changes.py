@@ -135,6 +135,8 @@ class ChangesetService:
         engine.on_change(self._changed)
         engine.on_unsubscribe(lambda client, uri: self._sweep())
         engine.on_disconnect(lambda client: self._sweep(leaving=client))
+        engine.on_reconnect(self._reconnected)
+        self._wrap_subscribe(host)
         host.router.add("invokeChangesetOperation", self.invoke)
         self._serve_reads(host)
 
@@ -233,21 +235,57 @@ class ChangesetService:
         return files, operations
 
     def _sweep(self, leaving: Client | None = None) -> None:
-        """Forget changesets nobody watches, and stop watching directories nobody looks at."""
+        """Stop watching folders nobody looks at a changeset of.
+
+        The channels stay (with their review marks), and are brought up to date
+        when somebody subscribes again or comes back.
+        """
         watched: set[str] = set()
-        for channel in list(self.engine.channels.values()):
+        for channel in self.engine.channels.values():
             if channel.kind != "changeset":
                 continue
-            watchers = [client for client in channel.subscribers if client is not leaving]
-            session = self._session_channel(channel.uri.partition(SEGMENT)[0])
-            directory = directory_of(session.state) if session is not None else None
-            if watchers and directory is not None:
-                watched.add(directory)
-            elif not watchers:
-                self.engine.remove_channel(channel.uri)
+            if any(client is not leaving for client in channel.subscribers):
+                directory = self._directory_of_changeset(channel.uri)
+                if directory is not None:
+                    watched.add(directory)
         for directory in list(self._watchers):
             if directory not in watched:
                 self._watchers.pop(directory).cancel()
+
+    def _directory_of_changeset(self, uri: str) -> str | None:
+        session = self._session_channel(uri.partition(SEGMENT)[0])
+        return directory_of(session.state) if session is not None else None
+
+    async def _freshen(self, uri: str) -> None:
+        """A changeset kept while nobody watched is read again before it is handed out."""
+        channel = self.engine.channels.get(self.engine.canonical(uri))
+        if channel is None or channel.kind != "changeset":
+            return
+        directory = self._directory_of_changeset(channel.uri)
+        if directory is None or directory in self._watchers:
+            return
+        await self.refresh(directory, only=channel)
+        self._watch(directory)
+
+    def _reconnected(self, client: Client, uris: list[str]) -> None:
+        for uri in uris:
+            channel = self.engine.channels.get(uri)
+            if channel is None or channel.kind != "changeset":
+                continue
+            directory = self._directory_of_changeset(uri)
+            if directory is not None and directory not in self._watchers:
+                self._watch(directory)  # its first read sends what moved meanwhile
+
+    def _wrap_subscribe(self, host: Host) -> None:
+        inner = host.router.routes.pop("subscribe")
+
+        async def subscribe(client: Client, params: dict[str, Any]) -> Any:
+            if isinstance(params, dict) and isinstance(params.get("channel"), str):
+                await self._freshen(params["channel"])
+            result = inner.handler(client, params)
+            return await result if hasattr(result, "__await__") else result
+
+        host.router.add("subscribe", subscribe, owner=inner.owner)
 
     def _watch(self, directory: str) -> None:
         if directory in self._watchers or self.host._tasks is None:
@@ -267,8 +305,8 @@ class ChangesetService:
     # -- re-reading ------------------------------------------------------------------
     def moved(self, directory: str, *, announce: bool = False) -> None:
         """Something in ``directory`` may have moved: re-read its changesets, coalesced."""
-        if not any(ch.subscribers for ch in self._changesets_of(directory)):
-            return
+        if directory not in self._watchers:
+            return  # nobody looks: read when somebody subscribes again
         if directory in self._reading:
             self._again.add(directory)
             return
@@ -305,10 +343,12 @@ class ChangesetService:
                 meta["git"] = dict(facts)
             self.engine.apply(channel.uri, {"type": "session/metaChanged", "_meta": meta})
 
-    async def refresh(self, directory: str, *, announce: bool = False) -> None:
-        """Re-read every open changeset of ``directory`` and send what moved."""
+    async def refresh(
+        self, directory: str, *, announce: bool = False, only: Channel | None = None
+    ) -> None:
+        """Re-read every open changeset of ``directory`` (or just ``only``); send what moved."""
         await self.publish_facts(directory)
-        for channel in self._changesets_of(directory):
+        for channel in [only] if only is not None else self._changesets_of(directory):
             session, _, name = channel.uri.partition(SEGMENT)
             scope = await self._scope(session, name)
             if scope is None:

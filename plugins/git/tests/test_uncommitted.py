@@ -162,7 +162,12 @@ async def test_nothing_is_watched_without_a_subscriber(git_host, repo: Repo) -> 
         await client.notify("unsubscribe", {"channel": f"{session}/changeset/uncommitted"})
         await client.sync()
         assert service._watchers == {}
-        assert f"{session}/changeset/uncommitted" not in running.host.engine.channels
+        # Nobody reads while nobody looks; a new subscriber gets the tree as it is now.
+        repo.write("b.txt", "b\n")
+        await anyio.to_thread.run_sync(repo.git, "add", "b.txt")
+        state = await subscribe(client, "uncommitted")
+        assert by_id(state)[repo.uri("b.txt")]["_meta"]["ahp.staged"] == "A"
+        assert list(service._watchers) == [str(repo.root)]
 
 
 async def test_a_terminal_exiting_in_the_folder_rereads_it(git_host, repo: Repo) -> None:
@@ -211,3 +216,38 @@ async def test_a_terminal_exiting_in_the_folder_rereads_it(git_host, repo: Repo)
             )
         )
         assert repo.uri("a.txt") in str(frame["params"]["action"])
+
+
+async def test_review_marks_survive_until_the_row_moves(git_host, repo: Repo) -> None:
+    repo.write("a.txt", "a\n")
+    repo.write("b.txt", "b\n")
+    repo.commit()
+    repo.write("a.txt", "a2\n")
+    repo.write("b.txt", "b2\n")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        session, _ = await open_session(client, repo)
+        uri = f"{session}/changeset/uncommitted"
+        await subscribe(client, "uncommitted")
+        ids = [repo.uri("a.txt"), repo.uri("b.txt")]
+        seq = await client.dispatch(
+            uri, {"type": "changeset/filesReviewChanged", "files": ids, "reviewed": True}
+        )
+        assert "rejectionReason" not in await client.answer_to(seq)
+        await anyio.to_thread.run_sync(repo.git, "add", "a.txt")
+        frame = await client.recv_until(
+            lambda f: (
+                f.get("method") == "action"
+                and f["params"]["channel"] == uri
+                and f["params"]["action"]["type"].startswith("changeset/file")
+                and f["params"]["action"]["type"] != "changeset/filesReviewChanged"
+            )
+        )
+        # One row moved of two: sent per file, and its review mark reset.
+        action = frame["params"]["action"]
+        assert action["type"] == "changeset/fileSet"
+        assert action["file"]["id"] == repo.uri("a.txt") and "reviewed" not in action["file"]
+        rows = by_id(await subscribe(client, "uncommitted"))
+        assert rows[repo.uri("b.txt")]["reviewed"] is True
+        assert "reviewed" not in rows[repo.uri("a.txt")]
