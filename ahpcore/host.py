@@ -107,9 +107,10 @@ class Host:
             agents = [agent for backend in self.backends.values() for agent in backend.agents()]
             self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
             self.sessions = SessionManager(self)
-        from ahpcore.engine.changes import install as install_changes
+        from ahpcore.engine import changes, worktrees
 
-        install_changes(self)
+        changes.install(self)
+        worktrees.install(self)
         self._started = True
         return self
 

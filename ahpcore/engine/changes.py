@@ -137,6 +137,7 @@ class ChangesetService:
         engine.on_disconnect(lambda client: self._sweep(leaving=client))
         engine.on_reconnect(self._reconnected)
         self._wrap_subscribe(host)
+        self._wrap_dispose(host)
         host.router.add("invokeChangesetOperation", self.invoke)
         self._serve_reads(host)
 
@@ -275,6 +276,26 @@ class ChangesetService:
             directory = self._directory_of_changeset(uri)
             if directory is not None and directory not in self._watchers:
                 self._watch(directory)  # its first read sends what moved meanwhile
+
+    def _wrap_dispose(self, host: Host) -> None:
+        """A disposed session's changesets go with it: every channel under its URI."""
+        route = host.router.routes.get("disposeSession")
+        if route is None:
+            return
+        inner = route.handler
+
+        async def dispose(client: Client, params: dict[str, Any]) -> Any:
+            session = self.engine.canonical(params["channel"])
+            result = inner(client, params)
+            result = await result if hasattr(result, "__await__") else result
+            prefix = session + SEGMENT
+            for uri in [uri for uri in self.engine.channels if uri.startswith(prefix)]:
+                self.engine.remove_channel(uri)
+            self.books.pop(session, None)
+            self._sweep()
+            return result
+
+        route.handler = dispose
 
     def _wrap_subscribe(self, host: Host) -> None:
         inner = host.router.routes.pop("subscribe")

@@ -106,8 +106,25 @@ class GitWorktrees:
                         continue
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     os.symlink(os.path.join(top, rel), target, target_is_directory=True)
+                    await self._exclude(top, rel)
             except (OSError, git.GitError) as exc:
                 log.info("worktree: cannot link %r: %s", pattern, exc)
+
+    async def _exclude(self, top: bytes, rel: bytes) -> None:
+        """Keep a link out of the tree's changes: a "dir/" pattern does not match a link,
+        so the link's own path goes into the shared info/exclude (where it was ignored
+        anyway, as a folder)."""
+        common = await git.run(["rev-parse", "--path-format=absolute", "--git-common-dir"], top)
+        exclude = os.path.join(common.stdout.strip(), b"info", b"exclude")
+        line = b"/" + rel
+        os.makedirs(os.path.dirname(exclude), exist_ok=True)
+        held = b""
+        if os.path.exists(exclude):
+            with open(exclude, "rb") as handle:
+                held = handle.read()
+        if line not in held.split(b"\n"):
+            with open(exclude, "ab") as handle:
+                handle.write((b"" if not held or held.endswith(b"\n") else b"\n") + line + b"\n")
 
     async def _copy(self, top: bytes, tree: bytes, patterns: list[str]) -> None:
         for pattern in patterns:

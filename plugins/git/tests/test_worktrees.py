@@ -79,3 +79,47 @@ def test_patterns_read_as_lists() -> None:
     assert patterns_of(".env, .npmrc,,") == [".env", ".npmrc"]
     assert patterns_of([".env", " x "]) == [".env", "x"]
     assert patterns_of(None) == []
+
+
+async def test_a_session_asking_for_isolation_runs_in_its_own_tree(git_host, repo: Repo) -> None:
+    from .conftest import SESSION
+
+    prepared(repo)
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await client.request(
+            "createSession",
+            {
+                "channel": SESSION,
+                "provider": "scripted",
+                "workingDirectories": [repo.uri()],
+                "config": {
+                    "isolation": "worktree",
+                    "worktreeIncludeFiles": ".env",
+                    "worktreeSymlinkFolders": ["node_modules"],
+                },
+                "progressToken": "made",
+            },
+        )
+        progress = await client.recv_until(
+            lambda f: (
+                f.get("method") == "root/progress"
+                and f["params"]["progressToken"] == "made"
+                and "worktree" in f["params"].get("message", "")
+            )
+        )
+        assert progress["params"]["message"].startswith("creating a worktree")
+        state = (await client.request("subscribe", {"channel": SESSION}))["snapshot"]["state"]
+        tree = Path(str(repo.root) + ".worktrees") / "session-00000000"
+        assert state["workingDirectories"] == [repo.uri(str(tree))]
+        assert (tree / ".env").read_text() == "SECRET=1\n"
+        # The changesets read the session's own tree.
+        (tree / "src/app.txt").write_text("in the tree\n")
+        rows = await client.request("subscribe", {"channel": f"{SESSION}/changeset/uncommitted"})
+        ids = [row["id"] for row in rows["snapshot"]["state"]["files"]]
+        assert ids == [repo.uri(str(tree / "src/app.txt"))]  # the linked folder is no change
+        # Work in it: the tree stays when the session goes.
+        await client.request("disposeSession", {"channel": SESSION})
+        assert tree.exists()
+        assert f"{SESSION}/changeset/uncommitted" not in running.host.engine.channels
