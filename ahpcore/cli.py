@@ -92,6 +92,10 @@ def serve(
         Path | None, typer.Option(help="Where the host keeps its state (default: platform's).")
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error.")] = "info",
+    worktrees_root: Annotated[
+        Path | None,
+        typer.Option(help="Make session worktrees under DIR/<repo>/<name>, not beside each repo."),
+    ] = None,
 ) -> None:
     """Run the host."""
     logging.basicConfig(
@@ -122,6 +126,7 @@ def serve(
     )
     if state_dir is not None:
         settings.state_dir = state_dir
+    settings.worktrees_root = worktrees_root
     try:
         the_host = Host(_manager(plugins, no_plugins), settings)
         anyio.run(_serve, the_host, chosen_token, stdio, socket, backend="asyncio")
