@@ -71,13 +71,18 @@ class GitChanges:
 
     async def files(self, directory: str, scope: ChangeScope) -> Sequence[Mapping[str, Any]]:
         repo = await self._need(directory)
-        if scope.kind == "uncommitted":
-            return await repos.uncommitted_rows(repo, await repo.status())
-        if scope.before is None and scope.kind == "session":
-            return []  # nobody has spoken yet: the session changed nothing
-        before = scope.before or await repo.empty_tree()
-        after = scope.after or await repo.mark()
-        changes = await repo.tree_changes(before, after)
+        try:
+            if scope.kind == "uncommitted":
+                return await repos.uncommitted_rows(repo, await repo.status())
+            if scope.before is None and scope.kind == "session":
+                return []  # nobody has spoken yet: the session changed nothing
+            before = scope.before or await repo.empty_tree()
+            after = scope.after or await repo.mark()
+            changes = await repo.tree_changes(before, after)
+        except git.GitError as exc:
+            raise ProtocolError(
+                INTERNAL_ERROR, f"git could not read {directory}: {exc.message}"
+            ) from None
         return repos.tree_rows(repo, before, scope.after, changes)
 
     async def operations(
