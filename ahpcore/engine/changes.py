@@ -411,8 +411,9 @@ class ChangesetService:
             return
         if channel.kind == "session" and kind == "session/ready" and self.host._tasks is not None:
             directory = directory_of(channel.state)
+            chat = channel.state.get("defaultChat")
             if directory is not None:
-                self.host.spawn(self.publish_facts, directory)
+                self.host.spawn(self._session_ready, channel.uri, chat, directory)
             return
         if channel.kind == "terminal" and kind in ("terminal/exited", "terminal/commandFinished"):
             self._touched(channel.state.get("cwd"))
@@ -490,6 +491,11 @@ class ChangesetService:
             await self.refresh(directory, announce=True)
 
         self.host.spawn(ended, name=f"mark end {turn_id}")
+
+    async def _session_ready(self, session: str, chat: Any, directory: str) -> None:
+        await self.publish_facts(directory)
+        if isinstance(chat, str):
+            await self._announce(session, chat, directory)
 
     async def _announce(self, session: str, chat: str, directory: str) -> None:
         """chat/changesetsChanged (and the session's) once a chat has done something."""

@@ -40,6 +40,9 @@ class Repo:
     def rel(self, path: bytes) -> bytes | None:
         """``path`` relative to the top level, or None when it is outside the session folder."""
         path = os.path.normpath(path)
+        # git names the top level by its real path; a client may reach it through a link.
+        head, tail = os.path.split(path)
+        path = os.path.join(os.path.realpath(head), tail) if tail else os.path.realpath(path)
         folder = self.folder
         if path == folder:
             return self.prefix.rstrip(b"/") or b"."

@@ -6,8 +6,7 @@ import subprocess
 from typing import Any
 
 import pytest
-
-from .conftest import SESSION, Repo, by_id, open_session, subscribe
+from git_harness import SESSION, Repo, by_id, open_session, subscribe
 
 pytestmark = pytest.mark.anyio
 

@@ -6,10 +6,9 @@ from typing import Any
 
 import anyio
 import pytest
+from git_harness import SESSION, Repo, by_id, open_session, subscribe
 
 from ahp_scripted import Rule, Script
-
-from .conftest import SESSION, Repo, by_id, open_session, subscribe
 
 pytestmark = pytest.mark.anyio
 

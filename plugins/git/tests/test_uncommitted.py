@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-
-from .conftest import Repo, by_id, open_session, subscribe
+from git_harness import Repo, by_id, open_session, subscribe
 
 pytestmark = pytest.mark.anyio
 
@@ -76,7 +75,7 @@ async def test_odd_names_and_no_commit(git_host, repo: Repo) -> None:
 
 
 def running_session() -> str:
-    from .conftest import SESSION
+    from git_harness import SESSION
 
     return SESSION
 
@@ -115,7 +114,23 @@ async def test_git_facts_on_the_session(git_host, repo: Repo) -> None:
     async with git_host() as (running, _):
         client = await running.connect()
         await client.initialize()
-        session, _ = await open_session(client, repo)
+        session, chat = await open_session(client, repo)
+        # The chat offers its changesets as soon as the session is ready.
+        held = (await client.request("subscribe", {"channel": chat}))["snapshot"]["state"]
+        if "changesets" not in held:
+            frame = await client.recv_until(
+                lambda f: (
+                    f.get("method") == "action"
+                    and f["params"]["action"]["type"] == "chat/changesetsChanged"
+                )
+            )
+            held = {"changesets": frame["params"]["action"]["changesets"]}
+        assert {c["changeKind"] for c in held["changesets"]} == {
+            "uncommitted",
+            "session",
+            "turn",
+            "compare",
+        }
 
         def facts_of(frame: dict) -> bool:
             return (

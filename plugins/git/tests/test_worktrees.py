@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from git_harness import Repo
 
 from ahp_git.worktrees import GitWorktrees, patterns_of
-
-from .conftest import Repo
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +81,7 @@ def test_patterns_read_as_lists() -> None:
 
 
 async def test_a_session_asking_for_isolation_runs_in_its_own_tree(git_host, repo: Repo) -> None:
-    from .conftest import SESSION
+    from git_harness import SESSION
 
     prepared(repo)
     async with git_host() as (running, _):
