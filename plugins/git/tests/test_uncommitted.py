@@ -266,3 +266,34 @@ async def test_review_marks_survive_until_the_row_moves(git_host, repo: Repo) ->
         rows = by_id(await subscribe(client, "uncommitted"))
         assert rows[repo.uri("b.txt")]["reviewed"] is True
         assert "reviewed" not in rows[repo.uri("a.txt")]
+
+
+async def test_before_sides_of_odd_names_and_binary_files(git_host, repo: Repo) -> None:
+    odd = b"dir with space/na\xefve\nname.txt"  # a newline and a byte that is not UTF-8
+    repo.write(odd, "was\n")
+    repo.write("blob.bin", b"\x00\xff\x00")
+    repo.commit()
+    repo.write(odd, "is\n")
+    repo.write("blob.bin", b"\x00\xfe")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, repo)
+        rows = by_id(await subscribe(client, "uncommitted"))
+        assert set(rows) == {repo.uri(odd), repo.uri("blob.bin")}
+
+        async def before(uri: str) -> dict:
+            side = rows[uri]["edit"]["before"]["content"]["uri"]
+            return await client.request("resourceRead", {"channel": "ahp-root://", "uri": side})
+
+        assert await before(repo.uri(odd)) == {"data": "was\n", "encoding": "utf-8"}
+        assert await before(repo.uri("blob.bin")) == {"data": "AP8A", "encoding": "base64"}
+        bad = await client.request_frame(
+            "resourceRead", {"channel": "ahp-root://", "uri": "ahp-git:/nowhere?ref=zz"}
+        )
+        assert bad["error"]["code"] == -32602 and "ref" in bad["error"]["message"]
+        # Nothing serves file: URIs on this host: the refusal names the missing port.
+        plain = await client.request_frame(
+            "resourceRead", {"channel": "ahp-root://", "uri": repo.uri("blob.bin")}
+        )
+        assert plain["error"]["code"] == -32601 and "resources port" in plain["error"]["message"]
