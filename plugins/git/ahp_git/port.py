@@ -179,4 +179,10 @@ class GitChanges:
         if status.ahead is not None:
             facts["outgoingChanges"] = status.ahead
             facts["incomingChanges"] = status.behind
+        if status.branch is not None:
+            base = await repo.run(
+                "config", "--get", f"branch.{status.branch}.vscode-merge-base", check=False
+            )
+            if base.returncode == 0 and base.stdout.strip():
+                facts["baseBranchName"] = base.stdout.decode("utf-8", "replace").strip()
         return facts

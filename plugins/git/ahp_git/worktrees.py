@@ -69,7 +69,13 @@ class GitWorktrees:
         if exists.returncode == 0:
             await git.run(["worktree", "add", "-q", path, name], top)
         else:
+            base = await git.run(["symbolic-ref", "-q", "--short", "HEAD"], top, check=False)
             await git.run(["worktree", "add", "-q", "-b", name, path, "HEAD"], top)
+            if base.returncode == 0 and base.stdout.strip():
+                # Where VS Code's own git support looks for a branch's base.
+                await git.run(
+                    ["config", f"branch.{name}.vscode-merge-base", base.stdout.strip()], top
+                )
         # Links first, as the reference makes them; each pass is best effort.
         folders = patterns_of(symlink)
         if folders:

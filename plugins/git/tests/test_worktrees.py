@@ -113,6 +113,17 @@ async def test_a_session_asking_for_isolation_runs_in_its_own_tree(git_host, rep
         tree = Path(str(repo.root) + ".worktrees") / "session-00000000"
         assert state["workingDirectories"] == [repo.uri(str(tree))]
         assert (tree / ".env").read_text() == "SECRET=1\n"
+        facts = state.get("_meta", {}).get("git")
+        if facts is None:
+            frame = await client.recv_until(
+                lambda f: (
+                    f.get("method") == "action"
+                    and f["params"]["action"]["type"] == "session/metaChanged"
+                )
+            )
+            facts = frame["params"]["action"]["_meta"]["git"]
+        assert facts["branchName"] == "session-00000000"
+        assert facts["baseBranchName"] == "main"
         # The changesets read the session's own tree.
         (tree / "src/app.txt").write_text("in the tree\n")
         rows = await client.request("subscribe", {"channel": f"{SESSION}/changeset/uncommitted"})
