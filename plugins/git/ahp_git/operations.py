@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ahp_git import git
+from ahp_git import git, pulls
 from ahp_git.repo import Repo
 from ahp_git.uris import path_of_file_uri
 from ahpcore.ports import ChangeScope
@@ -107,6 +107,26 @@ def offered(
         )
     if not context.get("spoken"):
         ops.append(_op("checkout", "Checkout", ["changeset"], busy, icon="git-branch"))
+    if context.get("github"):
+        ops.append(
+            _op(
+                "prepare-pull-request",
+                "Prepare Pull Request",
+                ["changeset"],
+                busy,
+                icon="git-pull-request",
+            )
+        )
+        ops.append(
+            _op(
+                "create-pr",
+                "Create Pull Request",
+                ["changeset"],
+                busy,
+                icon="git-pull-request-create",
+                confirmation="Commit what is uncommitted, push the branch and open a pull request?",
+            )
+        )
     return ops
 
 
@@ -151,11 +171,11 @@ class Invocation:
         if self.context.get("busy"):
             raise ProtocolError(TURN_IN_PROGRESS, "a turn is running in this session; wait for it")
         op = self.params["operationId"]
-        handler = getattr(self, f"_{op}", None)
+        handler = getattr(self, "_" + str(op).replace("-", "_"), None)
         if handler is None:
             raise ProtocolError(INVALID_PARAMS, f"no operation {op!r} on this changeset")
-        message: str = await handler()
-        return {"message": message}
+        answer = await handler()
+        return answer if isinstance(answer, dict) else {"message": answer}
 
     # -- the operations ----------------------------------------------------------------
     async def _stage(self) -> str:
@@ -255,6 +275,20 @@ class Invocation:
             return f"Reverted {_name(target)} to what the agent found"
         await _remove(self.repo.abs(target))  # the agent made it: it was not there
         return f"Removed {_name(target)}, which the agent created"
+
+    async def _prepare_pull_request(self) -> Any:
+        return await pulls.prepare(self.repo, await self._github(), self.context)
+
+    async def _create_pr(self) -> Any:
+        return await pulls.create(self.repo, await self._github(), self.meta, self.context)
+
+    async def _github(self) -> pulls.GitHubRepo:
+        hub = await pulls.github_of(self.repo)
+        if hub is None or pulls.token() is None:
+            raise ProtocolError(
+                INVALID_PARAMS, "pull requests need a GitHub origin and GITHUB_TOKEN or GH_TOKEN"
+            )
+        return hub
 
     async def _checkout(self) -> str:
         if self.context.get("spoken"):

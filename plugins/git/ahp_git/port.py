@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ahp_git import git
+from ahp_git import git, pulls
 from ahp_git import repo as repos
 from ahp_git.operations import Invocation, offered
 from ahp_git.uris import SCHEME, parse_blob_uri
@@ -94,6 +94,8 @@ class GitChanges:
         if scope.kind == "uncommitted":
             status = await repo.status()
             rows = await repos.uncommitted_rows(repo, status)
+            hub = await pulls.github_of(repo) if pulls.token() else None
+            context = {**context, "github": hub is not None}
             return offered(scope, rows, context, status.head is not None)
         return offered(scope, [], context, True)
 
