@@ -34,6 +34,7 @@ class GitChanges:
 
     def __init__(self) -> None:
         self.missing_reported = False
+        self._last: dict[str, tuple[git.Status, list[dict[str, Any]]]] = {}
 
     async def _repo(self, directory: str) -> repos.Repo | None:
         try:
@@ -73,7 +74,11 @@ class GitChanges:
         repo = await self._need(directory)
         try:
             if scope.kind == "uncommitted":
-                return await repos.uncommitted_rows(repo, await repo.status())
+                status = await repo.status()
+                rows = await repos.uncommitted_rows(repo, status)
+                # operations() follows at once and needs the same read: one status, not two.
+                self._last[directory] = (status, rows)
+                return rows
             if scope.before is None and scope.kind == "session":
                 return []  # nobody has spoken yet: the session changed nothing
             before = scope.before or await repo.empty_tree()
@@ -92,8 +97,12 @@ class GitChanges:
         if repo is None:
             return []
         if scope.kind == "uncommitted":
-            status = await repo.status()
-            rows = await repos.uncommitted_rows(repo, status)
+            held = self._last.pop(directory, None)
+            if held is None:
+                status = await repo.status()
+                rows = await repos.uncommitted_rows(repo, status)
+            else:
+                status, rows = held
             hub = await pulls.github_of(repo) if pulls.token() else None
             context = {**context, "github": hub is not None}
             return offered(scope, rows, context, status.head is not None)
