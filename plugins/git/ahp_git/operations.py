@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from ahp_git import git, pulls
+from ahp_git import pulls
 from ahp_git.repo import Repo
 from ahp_git.uris import path_of_file_uri
 from ahpcore.ports import ChangeScope
@@ -299,7 +299,6 @@ class Invocation:
         if not isinstance(treeish, str) or not treeish or treeish.startswith("-"):
             raise ProtocolError(INVALID_PARAMS, "checkout needs _meta.treeish naming a branch")
         status = await self.repo.status()
-        tracked = [e for e in status.entries if e.kind != "?"]
         if status.entries:
             action = self.meta.get("preCheckoutAction")
             if action == "stash":
@@ -307,7 +306,7 @@ class Invocation:
             elif action == "commit":
                 await self.repo.run("add", "-A", "--", ".")
                 await self.repo.run("commit", "-q", "-m", self._message())
-            elif tracked or status.entries:
+            else:
                 raise ProtocolError(
                     INVALID_PARAMS,
                     f"the working tree has {len(status.entries)} uncommitted changes; "
@@ -330,7 +329,3 @@ async def _remove(path: bytes) -> None:
             os.unlink(path)
 
     await anyio.to_thread.run_sync(remove)
-
-
-async def refusal_of(error: git.GitError) -> ProtocolError:
-    return ProtocolError(INVALID_PARAMS, f"git: {error.message}")

@@ -6,6 +6,7 @@ Paths inside are bytes relative to the top level; the session's folder is a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import uuid
@@ -85,7 +86,7 @@ class Repo:
             await self.run("add", "-A", "--", ".", env=env)
             done = await self.run("write-tree", env=env)
         finally:
-            with _suppress_missing():
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(index)
         return done.stdout.decode().strip()
 
@@ -109,14 +110,6 @@ class Repo:
     async def empty_tree(self) -> str:
         done = await self.run("hash-object", "-t", "tree", "--stdin", stdin=b"")
         return done.stdout.decode().strip()
-
-
-class _suppress_missing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> bool:
-        return kind is not None and issubclass(kind, FileNotFoundError)
 
 
 async def locate(directory: bytes) -> Repo | None:
