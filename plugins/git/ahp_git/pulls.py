@@ -130,7 +130,8 @@ async def prepare(repo: Repo, hub: GitHubRepo, context: Mapping[str, Any]) -> di
 async def create(
     repo: Repo, hub: GitHubRepo, meta: Mapping[str, Any], context: Mapping[str, Any]
 ) -> dict[str, Any]:
-    form = meta.get(PR_META) if isinstance(meta.get(PR_META), Mapping) else {}
+    given = meta.get(PR_META)
+    form: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     branch, base = await _branches(repo)
     title = str(form.get("title") or context.get("title") or "").strip()
     if not title:
