@@ -52,6 +52,7 @@ class ChangesetService:
         #: Directory -> the cancel scope of its watcher.
         self._watchers: dict[str, anyio.CancelScope] = {}
         self._reading: set[str] = set()
+        self._locks: dict[str, anyio.Lock] = {}
         self._again: set[str] = set()
         engine = self.engine
         engine.add_opener(self._open)
@@ -314,6 +315,16 @@ class ChangesetService:
                 continue
             for action in choose_actions(list(channel.state.get("files") or []), files):
                 self._apply(channel, action)
+            # A failure stays on its operation until it is pressed again.
+            failed = {
+                op.get("id"): op
+                for op in channel.state.get("operations") or ()
+                if op.get("status") == "error"
+            }
+            for op in operations:
+                if op.get("id") in failed and op.get("status") == "idle":
+                    op["status"] = "error"
+                    op["error"] = failed[op["id"]].get("error")
             if operations != (channel.state.get("operations") or []):
                 self._apply(
                     channel, {"type": "changeset/operationsChanged", "operations": operations}
@@ -465,7 +476,9 @@ class ChangesetService:
             {"type": "changeset/operationStatusChanged", "operationId": op_id, "status": "running"},
         )
         try:
-            result = dict(await self.port.invoke(directory, scope, params, context))
+            # One operation at a time per folder: git's index takes one writer.
+            async with self._locks.setdefault(directory, anyio.Lock()):
+                result = dict(await self.port.invoke(directory, scope, params, context))
         except ProtocolError as error:
             info = {"errorType": "refused", "message": error.message}
             self._apply(

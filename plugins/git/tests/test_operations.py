@@ -66,11 +66,12 @@ async def test_stage_unstage_commit_and_their_confirmation(git_host, repo: Repo)
         ]
         assert statuses[:2] == ["running", "idle"]
 
-        # A commit with no title and no message is refused by name.
+        # A commit with no title and no message is refused by name, and says so on the button.
         refused = await invoke(client, "commit")
         assert refused["error"]["code"] == -32602 and "message" in refused["error"]["message"]
         state = await subscribe(client, "uncommitted")
         commit = next(op for op in state["operations"] if op["id"] == "commit")
+        assert commit["status"] == "error" and "message" in commit["error"]["message"]
         assert commit["confirmation"] == (
             "Commit as '(no message)'? The whole changeset takes 2 staged files."
         )
