@@ -63,6 +63,7 @@ class ChangesetService:
         engine.on_reconnect(self._reconnected)
         self._wrap_subscribe(host)
         self._wrap_dispose(host)
+        self._wrap_list(host)
         host.router.add("invokeChangesetOperation", self.invoke)
         self._serve_reads(host)
 
@@ -222,6 +223,25 @@ class ChangesetService:
 
         route.handler = dispose
 
+    def _wrap_list(self, host: Host) -> None:
+        """listSessions rows carry the ``_meta.git`` their sessions' states hold."""
+        route = host.router.routes.get("listSessions")
+        if route is None:
+            return
+        inner = route.handler
+
+        async def list_sessions(client: Client, params: dict[str, Any]) -> Any:
+            result = inner(client, params)
+            result = await result if hasattr(result, "__await__") else result
+            for row in result.get("items", ()) if isinstance(result, dict) else ():
+                session = self._session_channel(str(row.get("resource", "")))
+                facts = (session.state.get("_meta") or {}).get("git") if session else None
+                if facts is not None:
+                    row["_meta"] = {**(row.get("_meta") or {}), "git": facts}
+            return result
+
+        route.handler = list_sessions
+
     def _wrap_subscribe(self, host: Host) -> None:
         inner = host.router.routes.pop("subscribe")
 
@@ -288,6 +308,12 @@ class ChangesetService:
             else:
                 meta["git"] = dict(facts)
             self.engine.apply(channel.uri, {"type": "session/metaChanged", "_meta": meta})
+            # The session list's row carries the same facts (listSessions adds them too).
+            row_meta = {"git": dict(facts)} if facts is not None else {}
+            self.engine.notify_root(
+                "root/sessionSummaryChanged",
+                {"session": channel.uri, "changes": {"_meta": row_meta}},
+            )
 
     async def refresh(
         self, directory: str, *, announce: bool = False, only: Channel | None = None

@@ -144,6 +144,17 @@ async def test_git_facts_on_the_session(git_host, repo: Repo) -> None:
         if meta is None:
             meta = (await client.recv_until(facts_of))["params"]["action"]["_meta"]["git"]
         assert meta == {"branchName": "main", "uncommittedChanges": 2}
+        # The session list's row says the same, on the notification and on listSessions.
+        changed = await client.recv_until(
+            lambda f: (
+                f.get("method") == "root/sessionSummaryChanged"
+                and "_meta" in f["params"]["changes"]
+            )
+        )
+        assert changed["params"]["changes"]["_meta"]["git"] == meta
+        listed = await client.request("listSessions", {"channel": "ahp-root://"})
+        row = next(item for item in listed["items"] if item["resource"] == session)
+        assert row["_meta"]["git"] == meta
 
 
 async def test_without_git_nothing_is_offered_and_the_host_runs_on(
