@@ -93,6 +93,19 @@ class ChangesPort(Protocol):
         """A handle on the directory as it is now, to compare against later (a turn's start)."""
         ...
 
+    async def keep(self, directory: str, label: Sequence[str], mark: str) -> None:
+        """Keep ``mark`` under ``label`` (session id, turn id, ``start``/``end``, or session
+        id and ``first``) so that it outlives the host."""
+        ...
+
+    async def recall(self, directory: str, label: Sequence[str]) -> str | None:
+        """The mark kept under ``label``, or None."""
+        ...
+
+    async def forget(self, directory: str, label: Sequence[str]) -> None:
+        """Let go of every mark kept under labels starting with ``label`` (a disposed session)."""
+        ...
+
     async def files(self, directory: str, scope: ChangeScope) -> Sequence[Mapping[str, JSON]]:
         """The scope's rows (``ChangesetFile``), keyed by ``id``."""
         ...

@@ -35,7 +35,7 @@ from ahpcore.engine.core import Engine
 from ahpcore.engine.router import Route
 from ahpcore.ports import ChangeScope, ChangesPort
 from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, ProtocolError
-from ahpcore.protocol.uris import session_of_default_chat
+from ahpcore.protocol.uris import session_id_of, session_of_default_chat
 
 if TYPE_CHECKING:
     from ahpcore.host import Host
@@ -113,19 +113,45 @@ class ChangesetService:
         if parts == ["uncommitted"]:
             return ChangeScope(name, "uncommitted")
         if parts == ["session"]:
-            first = book.turns[book.order[0]].start if book.order else None
-            return ChangeScope(name, "session", await _value(first))
+            if book.order:
+                return ChangeScope(name, "session", await _value(book.turns[book.order[0]].start))
+            directory = self._directory_of_session(session)
+            kept = await self.port.recall(directory, (_id(session), "first")) if directory else None
+            return ChangeScope(name, "session", kept)
         if len(parts) == 2 and parts[0] == "turn":
-            marks = book.turns.get(parts[1])
+            marks = book.turns.get(parts[1]) or await self._recalled(session, parts[1])
             if marks is None:
                 return None
             return ChangeScope(name, "turn", await _value(marks.start), await _value(marks.end))
         if len(parts) == 3 and parts[0] == "compare":
-            a, b = book.turns.get(parts[1]), book.turns.get(parts[2])
+            a = book.turns.get(parts[1]) or await self._recalled(session, parts[1])
+            b = book.turns.get(parts[2]) or await self._recalled(session, parts[2])
             if a is None or b is None:
                 return None
             return ChangeScope(name, "compare", await _value(a.end or a.start), await _value(b.end))
         return None
+
+    def _directory_of_session(self, session: str) -> str | None:
+        channel = self._session_channel(session)
+        return directory_of(channel.state) if channel is not None else None
+
+    async def _recalled(self, session: str, turn_id: str) -> TurnMarks | None:
+        """A turn from before the host started, from the marks the port kept."""
+        directory = self._directory_of_session(session)
+        if directory is None:
+            return None
+        sid = _id(session)
+        start = await self.port.recall(directory, (sid, turn_id, "start"))
+        if start is None:
+            return None
+        marks = TurnMarks()
+        marks.start.set(start)
+        end = await self.port.recall(directory, (sid, turn_id, "end"))
+        if end is not None:
+            marks.end = Mark()
+            marks.end.set(end)
+        self.book(session).turns.setdefault(turn_id, marks)
+        return self.book(session).turns[turn_id]
 
     # -- channels ------------------------------------------------------------------------
     async def _open(self, uri: str) -> Channel | None:
@@ -212,6 +238,7 @@ class ChangesetService:
 
         async def dispose(client: Client, params: dict[str, Any]) -> Any:
             session = self.engine.canonical(params["channel"])
+            directory = self._directory_of_session(session)
             result = inner(client, params)
             result = await result if hasattr(result, "__await__") else result
             prefix = session + SEGMENT
@@ -219,6 +246,8 @@ class ChangesetService:
                 self.engine.remove_channel(uri)
             self.books.pop(session, None)
             self._sweep()
+            if directory is not None:
+                await self.port.forget(directory, (_id(session),))
             return result
 
         route.handler = dispose
@@ -421,7 +450,13 @@ class ChangesetService:
 
         async def started() -> None:
             try:
-                marks.start.set(await self.port.mark(directory))
+                value = await self.port.mark(directory)
+                marks.start.set(value)
+                if value is not None:
+                    sid = _id(session)
+                    await self.port.keep(directory, (sid, turn_id, "start"), value)
+                    if await self.port.recall(directory, (sid, "first")) is None:
+                        await self.port.keep(directory, (sid, "first"), value)
             except Exception:
                 marks.start.set(None)
                 log.exception("marking %s at the start of turn %s failed", directory, turn_id)
@@ -445,7 +480,10 @@ class ChangesetService:
         async def ended() -> None:
             try:
                 await marks.start.ready.wait()
-                end.set(await self.port.mark(directory))
+                value = await self.port.mark(directory)
+                end.set(value)
+                if value is not None:
+                    await self.port.keep(directory, (_id(session), turn_id, "end"), value)
             except Exception:
                 end.set(None)
                 log.exception("marking %s at the end of turn %s failed", directory, turn_id)
@@ -566,6 +604,14 @@ class ChangesetService:
                 return result
 
             writer.handler = write
+
+
+def _id(session: str) -> str:
+    """The id a session URI names (what marks are kept under), or the URI itself."""
+    try:
+        return session_id_of(session)
+    except ValueError:
+        return session
 
 
 def install(host: Host) -> ChangesetService | None:

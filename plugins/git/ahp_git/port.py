@@ -70,6 +70,36 @@ class GitChanges:
             log.warning("could not mark %s: %s", directory, exc.message)
             return None
 
+    # Marks are trees; a ref under refs/ahp/marks keeps each one reachable (git gc leaves
+    # it alone) and findable after a restart. Labels are hex-spelt: any turn id is a ref.
+    @staticmethod
+    def _ref(label: Sequence[str]) -> str:
+        return "refs/ahp/marks/" + "/".join(part.encode().hex() or "-" for part in label)
+
+    async def keep(self, directory: str, label: Sequence[str], mark: str) -> None:
+        repo = await self._repo(directory)
+        if repo is not None:
+            await repo.run("update-ref", self._ref(label), mark, check=False)
+
+    async def recall(self, directory: str, label: Sequence[str]) -> str | None:
+        repo = await self._repo(directory)
+        if repo is None:
+            return None
+        done = await repo.run("rev-parse", "--verify", "--quiet", self._ref(label), check=False)
+        return done.stdout.decode().strip() or None if done.returncode == 0 else None
+
+    async def forget(self, directory: str, label: Sequence[str]) -> None:
+        repo = await self._repo(directory)
+        if repo is None:
+            return
+        listed = await repo.run(
+            "for-each-ref", "--format=%(refname)", self._ref(label), check=False
+        )
+        refs = [line for line in listed.stdout.decode().splitlines() if line]
+        if refs:
+            commands = "".join(f"delete {ref}\n" for ref in refs).encode()
+            await repo.run("update-ref", "--stdin", stdin=commands, check=False)
+
     async def files(self, directory: str, scope: ChangeScope) -> Sequence[Mapping[str, Any]]:
         repo = await self._need(directory)
         try:

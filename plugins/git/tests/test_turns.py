@@ -162,3 +162,28 @@ async def test_operations_are_disabled_while_a_turn_runs(git_host, repo: Repo) -
         )
         # Spoken in now: checkout is no longer offered.
         assert "checkout" not in {op["id"] for op in frame["params"]["action"]["operations"]}
+
+
+async def test_a_turn_outlives_the_host_and_goes_with_its_session(git_host, repo: Repo) -> None:
+    repo.write("base.txt", "base\n")
+    repo.commit()
+    async with git_host(EDIT) as (running, backend):
+        client = await running.connect()
+        await client.initialize()
+        _, chat = await open_session(client, repo)
+        await agent_turn(client, backend, chat, repo, "t1", "base.txt", "by the agent\n")
+    assert repo.git("for-each-ref", "refs/ahp/") != b""  # kept where git will not prune them
+    async with git_host(EDIT) as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        reopened = await client.request("subscribe", {"channel": SESSION})
+        assert reopened["snapshot"]["state"]["workingDirectories"] == [repo.uri()]
+        rows = by_id(await subscribe(client, "turn/t1"))
+        assert set(rows) == {repo.uri("base.txt")}
+        assert set(by_id(await subscribe(client, "session"))) == {repo.uri("base.txt")}
+        missing = await client.request_frame(
+            "subscribe", {"channel": f"{SESSION}/changeset/turn/never"}
+        )
+        assert missing["error"]["code"] == -32008
+        await client.request("disposeSession", {"channel": SESSION})
+    assert repo.git("for-each-ref", "refs/ahp/") == b""
