@@ -325,6 +325,14 @@ def serve(
     log_level: Annotated[
         str, typer.Option(envvar="AHP_LOG_LEVEL", help=f"One of {', '.join(LEVELS)}.")
     ] = "info",
+    worktrees_root: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_WORKTREES_ROOT",
+            help="Make session worktrees under DIR/<repo>/<name>, not beside each repo.",
+            show_default="beside each repository",
+        ),
+    ] = None,
 ) -> None:
     """Run the host."""
     try:
@@ -348,6 +356,7 @@ def serve(
         )
         if state_dir is not None:
             settings.state_dir = state_dir
+        settings.worktrees_root = worktrees_root
         _check_state_dir(settings.state_dir)
         origins = [o.strip() for item in allow_origin or () for o in item.split(",") if o.strip()]
         if chosen_token is None:

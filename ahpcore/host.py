@@ -94,6 +94,8 @@ class HostSettings:
     compression: bool = True
     #: How long a dropped client stays a session's active client, waiting to reconnect.
     reconnect_grace: float = 30.0
+    #: Where session worktrees go (``<root>/<repo>/<name>``); None: beside each repository.
+    worktrees_root: Path | None = None
 
 
 class Host:
@@ -151,6 +153,10 @@ class Host:
             # It publishes root/agentsChanged, with each backend's capabilities.
             self.sessions = SessionManager(self)
         install_terminals(self)
+        from ahpcore.engine import changes, worktrees
+
+        changes.install(self)
+        worktrees.install(self)
         self._started = True
         return self
 

@@ -1,0 +1,135 @@
+"""Worktrees for isolated sessions, on real repositories."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from git_harness import Repo
+
+from ahp_git.worktrees import GitWorktrees, patterns_of
+
+pytestmark = pytest.mark.anyio
+
+
+def prepared(repo: Repo) -> Repo:
+    repo.write(".gitignore", ".env\nnode_modules/\n*.log\nbuild/\n")
+    repo.write("src/app.txt", "app\n")
+    repo.commit()
+    repo.write(".env", "SECRET=1\n")
+    repo.write("node_modules/dep/index.js", "x\n")
+    repo.write("debug.log", "log\n")
+    repo.write("build/out.bin", "o\n")
+    repo.write("notes.txt", "untracked, not ignored\n")
+    return repo
+
+
+async def test_a_tree_beside_the_repository_with_includes_and_links(repo: Repo) -> None:
+    prepared(repo)
+    said: list[str] = []
+    trees = GitWorktrees()
+    made = await trees.create(
+        str(repo.root),
+        "feature",
+        include=".env, notes.txt, missing.cfg",
+        symlink=["node_modules", "src"],
+        progress=said.append,
+    )
+    tree = Path(made)
+    assert tree == Path(str(repo.root) + ".worktrees") / "feature"
+    assert (tree / "src/app.txt").read_text() == "app\n"
+    assert (tree / ".env").read_text() == "SECRET=1\n"
+    assert not (tree / "notes.txt").exists()  # not git-ignored: never copied
+    assert not (tree / "debug.log").exists()  # ignored but not asked for
+    assert os.path.islink(tree / "node_modules")
+    assert (tree / "node_modules/dep/index.js").read_text() == "x\n"
+    assert not os.path.islink(tree / "src")  # tracked: never linked
+    assert said[0].startswith("creating") and said[-1] == "worktree ready"
+    assert (
+        repo.git("branch", "--list", "--format=%(refname:short)", "feature").strip() == b"feature"
+    )
+
+    # Clean (the links do not count): removed, branch kept.
+    assert await trees.remove(made) is True
+    assert not tree.exists()
+    assert (repo.root / "node_modules/dep/index.js").exists()  # the link, not its target, went
+    assert (
+        repo.git("branch", "--list", "--format=%(refname:short)", "feature").strip() == b"feature"
+    )
+
+
+async def test_a_dirty_tree_is_kept_and_a_root_gathers_trees(repo: Repo, tmp_path: Path) -> None:
+    prepared(repo)
+    trees = GitWorktrees(root=str(tmp_path / "trees"))
+    made = await trees.create(str(repo.root), "work")
+    assert Path(made) == tmp_path / "trees" / repo.root.name / "work"
+    (Path(made) / "src/app.txt").write_text("somebody's work\n")
+    assert await trees.remove(made) is False
+    assert Path(made).exists()
+    with pytest.raises(ValueError, match="already exists"):
+        await trees.create(str(repo.root), "work")
+    with pytest.raises(ValueError, match="cannot name"):
+        await trees.create(str(repo.root), "../escape")
+    assert await trees.remove(made, force=True) is True
+
+
+def test_patterns_read_as_lists() -> None:
+    assert patterns_of(".env, .npmrc,,") == [".env", ".npmrc"]
+    assert patterns_of([".env", " x "]) == [".env", "x"]
+    assert patterns_of(None) == []
+
+
+async def test_a_session_asking_for_isolation_runs_in_its_own_tree(git_host, repo: Repo) -> None:
+    from git_harness import SESSION
+
+    prepared(repo)
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await client.request(
+            "createSession",
+            {
+                "channel": SESSION,
+                "provider": "scripted",
+                "workingDirectories": [repo.uri()],
+                "config": {
+                    "isolation": "worktree",
+                    "worktreeIncludeFiles": ".env",
+                    "worktreeSymlinkFolders": ["node_modules"],
+                },
+                "progressToken": "made",
+            },
+        )
+        progress = await client.recv_until(
+            lambda f: (
+                f.get("method") == "root/progress"
+                and f["params"]["progressToken"] == "made"
+                and "worktree" in f["params"].get("message", "")
+            )
+        )
+        assert progress["params"]["message"].startswith("creating a worktree")
+        state = (await client.request("subscribe", {"channel": SESSION}))["snapshot"]["state"]
+        tree = Path(str(repo.root) + ".worktrees") / "session-00000000"
+        assert state["workingDirectories"] == [repo.uri(str(tree))]
+        assert (tree / ".env").read_text() == "SECRET=1\n"
+        facts = state.get("_meta", {}).get("git")
+        if facts is None:
+            frame = await client.recv_until(
+                lambda f: (
+                    f.get("method") == "action"
+                    and f["params"]["action"]["type"] == "session/metaChanged"
+                )
+            )
+            facts = frame["params"]["action"]["_meta"]["git"]
+        assert facts["branchName"] == "session-00000000"
+        assert facts["baseBranchName"] == "main"
+        # The changesets read the session's own tree.
+        (tree / "src/app.txt").write_text("in the tree\n")
+        rows = await client.request("subscribe", {"channel": f"{SESSION}/changeset/uncommitted"})
+        ids = [row["id"] for row in rows["snapshot"]["state"]["files"]]
+        assert ids == [repo.uri(str(tree / "src/app.txt"))]  # the linked folder is no change
+        # Work in it: the tree stays when the session goes.
+        await client.request("disposeSession", {"channel": SESSION})
+        assert tree.exists()
+        assert f"{SESSION}/changeset/uncommitted" not in running.host.engine.channels
