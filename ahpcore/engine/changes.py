@@ -13,6 +13,7 @@ it. ``install(host)`` wires it when a plugin provides the changes port.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -32,7 +33,6 @@ from ahpcore.engine.changesets import (
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
-from ahpcore.engine.router import Route
 from ahpcore.ports import ChangeScope, ChangesPort
 from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, ProtocolError
 from ahpcore.protocol.uris import session_id_of, session_of_default_chat
@@ -577,22 +577,15 @@ class ChangesetService:
         return result
 
     def _serve_reads(self, host: Host) -> None:
-        """resourceRead answers the port's own URIs first, and hands the rest on."""
+        """resourceRead answers the port's own URIs (before sides) ahead of anyone else."""
         router = host.router
-        inner: Route | None = router.routes.pop("resourceRead", None)
+        port = self.port
 
-        async def read(client: Client, params: dict[str, Any]) -> Any:
-            if self.port.serves(params["uri"]):
-                return await self.port.read(params)
-            if inner is None:
-                raise ProtocolError(
-                    -32601,
-                    "resourceRead needs the resources port, and no plugin on this host provides it",
-                )
-            result = inner.handler(client, params)
-            return await result if hasattr(result, "__await__") else result
+        async def read_own(params: Mapping[str, Any]) -> Any:
+            return await port.read(params) if port.serves(str(params.get("uri", ""))) else None
 
-        router.add("resourceRead", read, owner=inner.owner if inner else "ahpcore")
+        assert host.resources is not None, "the core's resource routing is installed first"
+        host.resources.readers.insert(0, read_own)
         writer = router.routes.get("resourceWrite")
         if writer is not None:
             write_inner = writer.handler

@@ -3,7 +3,7 @@
 Three places can answer a resource command, asked in this order:
 
 1. for ``resourceRead`` only, the readers in ``ResourceService.readers`` (the
-   changes port's ``read`` joins them when it has one), because the before
+   changes service puts the changes port's own URIs first), because the before
    side of an edit is not a file on disk;
 2. a connected client, when the URI is ``<scheme>://<clientId>/...`` naming it:
    the request is forwarded to that client and its answer, refusals included,
@@ -95,9 +95,6 @@ class ResourceService:
         #: Asked first for every resourceRead; the first answer that is not None wins.
         self.readers: list[ResourceReader] = []
         self.watches: dict[str, Watch] = {}
-        changes = host.ports.get("changes")
-        if changes is not None and callable(getattr(changes, "read", None)):
-            self.readers.append(changes.read)
         for method in PORT_METHODS:
             host.router.add(method, self._handler(method))
         host.router.add("createResourceWatch", self.create_watch)

@@ -235,10 +235,11 @@ async def test_file_uris_need_the_resources_port(ahp_host):
 class BeforeSide:
     """A changes port that serves the before side of an edit under its own scheme."""
 
-    def read(self, params):
-        if params["uri"].startswith("before:"):
-            return {"data": "as it was", "encoding": "utf-8"}
-        return None
+    def serves(self, uri):
+        return uri.startswith("before:")
+
+    async def read(self, params):
+        return {"data": "as it was", "encoding": "utf-8"}
 
 
 async def test_readers_are_asked_first_and_may_pass(ahp_host):
