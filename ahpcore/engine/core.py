@@ -219,6 +219,18 @@ class Engine:
             envelope["rejectionReason"] = rejection
         client.peer.send_text(_envelope_frame(envelope))
 
+    def refuse_dispatch(self, client: Client, params: Any, reason: str) -> None:
+        """Refuse a dispatchAction unread: the sender alone is told why."""
+        if not isinstance(params, dict):
+            return
+        spelling, action, seq = params.get("channel"), params.get("action"), params.get("clientSeq")
+        if not isinstance(spelling, str) or not isinstance(action, dict):
+            return
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            seq = 0
+        origin = {"clientId": client.client_id or "", "clientSeq": seq}
+        self.answer_sender(client, spelling, action, origin, rejection=reason)
+
     def on_action(self, action_type: str, handler: ActionHandler) -> None:
         if action_type in self._action_handlers:
             raise ValueError(f"{action_type} already has a handler")
