@@ -112,7 +112,7 @@ class Engine:
         if channel is not None:
             for client in list(channel.subscribers):
                 client.subscriptions.pop(uri, None)
-                client.held.pop(uri, None)
+                client.drop_held(uri)
             channel.subscribers.clear()
         return channel
 
@@ -371,7 +371,7 @@ class Engine:
 
     def _drop_subscription(self, client: Client, uri: str) -> None:
         client.subscriptions.pop(uri, None)
-        client.held.pop(uri, None)
+        client.drop_held(uri)
         channel = self.channels.get(uri)
         if channel is not None:
             channel.subscribers.pop(client, None)

@@ -34,6 +34,8 @@ OverBudgetHandler = Callable[["Peer", Message, str], None]
 #: would blame the client for something that is not a protocol error).
 CLOSE_TOO_FAR_BEHIND = 1008
 _ids = itertools.count(1)
+#: close_reason of a connection closed for falling past clientQueueBytes.
+TOO_FAR_BEHIND = "too far behind"
 #: close_reason of a connection closed for sending past its inbound budget.
 CLOSED_OVER_BUDGET = "over its inbound budget"
 #: Over budget, a frame bigger than this is not parsed just to refuse it: the sender is closed.
@@ -114,14 +116,7 @@ class Peer:
             held = self._queued_bytes + on_wire
             # A client holding nothing takes any frame, however large: it is not behind.
             if held > 0 and held + weight > limit:
-                log.warning(
-                    "client %s (%s) is %d bytes behind, past clientQueueBytes=%d; closing it",
-                    self.id,
-                    self.wire.label,
-                    self._queued_bytes + on_wire,
-                    limit,
-                )
-                self.close("too far behind")
+                self.fall_behind(held)
                 return False
         if self._write_now is not None and not self._outbox:
             # Nothing queued ahead of it: straight onto the wire, in order.
@@ -136,6 +131,21 @@ class Peer:
         self._queued_bytes += weight
         self._wakeup.set()
         return True
+
+    def queue_limit(self) -> int:
+        """clientQueueBytes as it stands now."""
+        return self._queue_limit()
+
+    def fall_behind(self, behind: int) -> None:
+        """Close: the client is ``behind`` bytes behind, past clientQueueBytes."""
+        log.warning(
+            "client %s (%s) is %d bytes behind, past clientQueueBytes=%d; closing it",
+            self.id,
+            self.wire.label,
+            behind,
+            self._queue_limit(),
+        )
+        self.close(TOO_FAR_BEHIND)
 
     def notify(self, method: str, params: Any) -> bool:
         return self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -199,7 +209,7 @@ class Peer:
                     await self._receive(tg, frame)
                 tg.cancel_scope.cancel()
         finally:
-            was_behind = self.close_reason == "too far behind"
+            was_behind = self.close_reason == TOO_FAR_BEHIND
             over_budget = self.close_reason == CLOSED_OVER_BUDGET
             self.close(self.close_reason or "connection ended")
             with anyio.CancelScope(shield=True):

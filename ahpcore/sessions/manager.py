@@ -33,7 +33,7 @@ from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ClientActions
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import Cursors, page
-from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
+from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands, check_directories
 from ahpcore.sessions.contract import (
     Backend,
     CatalogueRow,
@@ -86,6 +86,7 @@ class SessionManager:
         engine = self.engine
         engine.add_resolver(self._resolve)
         engine.add_opener(self._open)
+        engine.on_disconnect(self.auth.disconnected)
         self.follow = Follower(self)
         for action_type, handler in ClientActions(self).handlers().items():
             engine.on_action(action_type, handler)
@@ -309,6 +310,7 @@ class SessionManager:
             self.engine.progress(client, token, 0, 2, f"starting the {backend.provider} agent")
         now = states.now_iso()
         directories = tuple(params.get("workingDirectories") or ())
+        check_directories(directories)
         config = dict(params.get("config") or {})
         session = self._build(
             session_id, uri, backend, now, now, directories, config, lifecycle="creating"
