@@ -335,7 +335,12 @@ class SessionManager:
                     "activeClient": {**active, "clientId": client.client_id},
                 },
             )
-        await self._save(session)
+        try:
+            await self._save(session)
+        except Exception as exc:  # the store could not write: the session was not made
+            await self.stop_chat(chat, for_good=True)
+            self._forget(session)
+            raise ProtocolError(-32603, f"session {uri} not created: {exc}") from None
         session.last_summary = self.summary(session)
         self.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})
         self.announce_count()
