@@ -229,6 +229,8 @@ class ClientActions:
             await self.manager._save(session, title=title.strip())
         except StoreError as exc:
             raise Refused(f"the title was not saved: {exc}") from None
+        # A save begun meanwhile may hold the old title: the next one has the new.
+        dispatch.after.append(lambda: self.manager.save_soon(session))
         return {**dispatch.action, "title": title.strip()}
 
     async def active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:
