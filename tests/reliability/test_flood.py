@@ -15,6 +15,7 @@ from ahp_scripted import ScriptedBackend
 from ahpcore.host import HostSettings
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.testing import running_host
+from tests.reliability.conftest import live_session
 from tests.sessions.conftest import ScriptedPlugin, script, session_uri
 
 pytestmark = pytest.mark.anyio
@@ -114,4 +115,4 @@ async def test_ten_flooding_clients_do_not_keep_a_new_client_out(tmp_path):
         state = (await newcomer.request("subscribe", {"channel": session}))["snapshot"]["state"]
         assert state["title"].startswith("flood ")
         record = await running.host.session_store.get(session.split("/")[-1])
-        assert record["title"] == running.host.sessions.session_by_uri(session).state["title"]
+        assert record["title"] == live_session(running.host, session).state["title"]

@@ -17,6 +17,7 @@ from ahpcore.host import HostSettings
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.sessions.auth import TIMER_NAME
 from ahpcore.testing import running_host
+from tests.reliability.conftest import live_session
 from tests.sessions.conftest import open_session, session_uri
 from tests.sessions.test_chat_features import ProtectedPlugin, ProtectedScripted, script
 
@@ -170,7 +171,7 @@ async def test_relative_working_directories_are_refused(session_host, directory)
         )
         assert frame["error"]["code"] == -32602
         assert "params.workingDirectories[0]" in frame["error"]["message"]
-        assert running.host.sessions.session_by_uri(session_uri(1)) is None
+        assert live_session(running.host, session_uri(1)) is None
         session, _ = await open_session(client, 2, workingDirectories=["file:///work/repo"])
         frame = await client.request_frame(
             "createChat",
