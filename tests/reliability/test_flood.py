@@ -38,24 +38,24 @@ def title_frame(session: str, seq: int, title: str) -> str:
 async def test_a_client_past_its_budget_is_told_and_then_closed(tmp_path):
     backend = ScriptedBackend(tmp_path / "scripted", script())
     settings = HostSettings(
-        port=0, state_dir=tmp_path / "state", inbound_frames_per_second=20
-    )  # a burst of 40 frames
+        port=0, state_dir=tmp_path / "state", inbound_frames_per_second=5
+    )  # a burst of 10 frames
     async with running_host([("scripted", ScriptedPlugin(backend))], settings=settings) as running:
         client = await running.connect("flooder", conformance=False)
         await client.initialize([ROOT_CHANNEL])
         session = session_uri(1)
         await client.request("createSession", {"channel": session, "provider": "scripted"})
-        for seq in range(1, 60):
+        for seq in range(1, 20):
             await client.send_raw(title_frame(session, seq, f"title {seq}"))
         refused = await client.recv_until(
             lambda f: f.get("method") == "action" and "rejectionReason" in f["params"]
         )
-        assert "inbound budget of 20 frames/s" in refused["params"]["rejectionReason"]
+        assert "inbound budget of 5 frames/s" in refused["params"]["rejectionReason"]
         # A request over budget is answered with an error saying so.
         answer = await client.request_frame("ping", {"channel": ROOT_CHANNEL})
         assert "inbound budget" in answer["error"]["message"]
         # Keeping on regardless closes the connection, with the reason.
-        for seq in range(60, 1000):
+        for seq in range(20, 1000):
             try:
                 await client.send_raw(title_frame(session, seq, f"title {seq}"))
             except Exception:
@@ -64,7 +64,7 @@ async def test_a_client_past_its_budget_is_told_and_then_closed(tmp_path):
             while True:  # read what is queued up to the close
                 await client.connection.recv()
         assert client.connection.close_code == 1008
-        assert "sent more than 20 frames/s" in (client.connection.close_reason or "")
+        assert "sent more than 5 frames/s" in (client.connection.close_reason or "")
         # Everyone else is served as before.
         other = await running.connect("other")
         await other.initialize([ROOT_CHANNEL])
@@ -75,7 +75,7 @@ async def test_ten_flooding_clients_do_not_keep_a_new_client_out(tmp_path):
     backend = ScriptedBackend(tmp_path / "scripted", script())
     # The file store, and a budget the flood overruns at once (bench/flood.py runs the default).
     settings = HostSettings(
-        port=0, state_dir=tmp_path / "state", inbound_frames_per_second=10, compression=False
+        port=0, state_dir=tmp_path / "state", inbound_frames_per_second=5, compression=False
     )
     async with running_host([("scripted", ScriptedPlugin(backend))], settings=settings) as running:
         setup = await running.connect("setup")
@@ -107,7 +107,7 @@ async def test_ten_flooding_clients_do_not_keep_a_new_client_out(tmp_path):
         print(f"new client served in {time.monotonic() - began:.2f}s after the flood")
         # Each flooder was told: refusals naming the budget, then a close saying why.
         for flooder in flooders:
-            with anyio.fail_after(10), pytest.raises(ConnectionClosed):
+            with anyio.fail_after(30), pytest.raises(ConnectionClosed):
                 while True:
                     await flooder.connection.recv()
             assert flooder.connection.close_code == 1008
