@@ -45,7 +45,7 @@ async def test_a_client_past_its_budget_is_told_and_then_closed(tmp_path):
         await client.initialize([ROOT_CHANNEL])
         session = session_uri(1)
         await client.request("createSession", {"channel": session, "provider": "scripted"})
-        for seq in range(1, 20):
+        for seq in range(1, 14):  # past the burst, short of closing
             await client.send_raw(title_frame(session, seq, f"title {seq}"))
         refused = await client.recv_until(
             lambda f: f.get("method") == "action" and "rejectionReason" in f["params"]
@@ -55,7 +55,7 @@ async def test_a_client_past_its_budget_is_told_and_then_closed(tmp_path):
         answer = await client.request_frame("ping", {"channel": ROOT_CHANNEL})
         assert "inbound budget" in answer["error"]["message"]
         # Keeping on regardless closes the connection, with the reason.
-        for seq in range(20, 1000):
+        for seq in range(14, 1000):
             try:
                 await client.send_raw(title_frame(session, seq, f"title {seq}"))
             except Exception:
@@ -114,5 +114,9 @@ async def test_ten_flooding_clients_do_not_keep_a_new_client_out(tmp_path):
         # The session holds one of the flooded titles, and the store has it.
         state = (await newcomer.request("subscribe", {"channel": session}))["snapshot"]["state"]
         assert state["title"].startswith("flood ")
-        record = await running.host.session_store.get(session.split("/")[-1])
-        assert record["title"] == live_session(running.host, session).state["title"]
+        # The store ends up with the title the session shows (titles that committed
+        # together may have applied in another order; the save after them settles it).
+        live = live_session(running.host, session)
+        with anyio.fail_after(10):
+            while (await running.host.session_store.get(live.id))["title"] != live.state["title"]:
+                await anyio.sleep(0.01)
