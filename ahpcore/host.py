@@ -35,6 +35,7 @@ from ahpcore.engine.service import ProtocolService, root_config_value
 from ahpcore.plugins import PluginError, PluginManager
 from ahpcore.ports import Backend, RpcHandler
 from ahpcore.protocol.methods import COMMANDS
+from ahpcore.rpc.budget import DEFAULT_BYTES_PER_SECOND, DEFAULT_FRAMES_PER_SECOND, InboundBudget
 from ahpcore.rpc.framing import Message
 from ahpcore.rpc.peer import Peer
 from ahpcore.terminals import install as install_terminals
@@ -96,6 +97,10 @@ class HostSettings:
     reconnect_grace: float = 30.0
     #: Where session worktrees go (``<root>/<repo>/<name>``); None: beside each repository.
     worktrees_root: Path | None = None
+    #: What one connection may send per second before its frames are refused
+    #: (see ahpcore.rpc.budget); None lifts the budget.
+    inbound_frames_per_second: float | None = DEFAULT_FRAMES_PER_SECOND
+    inbound_bytes_per_second: float = DEFAULT_BYTES_PER_SECOND
 
 
 class Host:
@@ -272,6 +277,12 @@ class Host:
             self.engine_or_fail, "clientQueueBytes", DEFAULT_CLIENT_QUEUE_BYTES
         )
 
+    def _inbound_budget(self) -> InboundBudget | None:
+        frames = self.settings.inbound_frames_per_second
+        if frames is None:
+            return None
+        return InboundBudget(frames, self.settings.inbound_bytes_per_second)
+
     async def serve_connection(
         self, wire: Wire, frames: Callable[[], Awaitable[str | bytes | None]]
     ) -> None:
@@ -286,12 +297,18 @@ class Host:
         async def on_notification(peer: Peer, message: Message) -> None:
             await router.notification(client_box[0], message.method, message.params)
 
+        def on_over_budget(peer: Peer, message: Message, reason: str) -> None:
+            if message.method == "dispatchAction":
+                engine.refuse_dispatch(client_box[0], message.params, reason)
+
         peer = Peer(
             wire,
             on_request=on_request,
             on_notification=on_notification,
             queue_limit=self.client_queue_bytes,
             inline_methods=frozenset({"initialize", "reconnect"}),
+            budget=self._inbound_budget(),
+            on_over_budget=on_over_budget,
         )
         client = Client(peer)
         client_box.append(client)

@@ -25,7 +25,7 @@ def ahp_root_config(host: Host) -> dict[str, Any]:
             "title": "Client queue bytes",
             "description": (
                 "How many bytes a client may fall behind before the host closes its "
-                "connection (it recovers by reconnecting). At least 1 MiB."
+                "connection (it recovers by reconnecting). At least 1 MiB, at most 256 MiB."
             ),
             "default": DEFAULT_CLIENT_QUEUE_BYTES,
         },
@@ -34,7 +34,7 @@ def ahp_root_config(host: Host) -> dict[str, Any]:
             "title": "Replay buffer bytes",
             "description": (
                 "How many bytes of recent actions the host keeps for reconnecting "
-                "clients, besides the 1000-action bound. At least 1 MiB."
+                "clients, besides the 1000-action bound. At least 1 MiB, at most 256 MiB."
             ),
             "default": DEFAULT_REPLAY_BYTES,
         },

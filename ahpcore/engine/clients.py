@@ -22,6 +22,8 @@ class Client:
     #: Frames (text, weight) for channels whose snapshot has been taken but not yet
     #: answered, in order.
     held: dict[str, list[tuple[str, int | None]]] = field(default_factory=dict)
+    #: Bytes in ``held``, counted against clientQueueBytes.
+    held_bytes: int = 0
     #: What plugins keep about this connection (tokens, pushed settings, ...).
     data: dict[str, Any] = field(default_factory=dict)
 
@@ -40,11 +42,26 @@ class Client:
         ``weight`` is the frame's UTF-8 size when the caller already knows it.
         """
         held = self.held.get(canonical)
-        if held is not None:
-            held.append((text, weight))
-        else:
+        if held is None:
             self.peer.send_text(text, weight)
+            return
+        weight = len(text.encode("utf-8")) if weight is None else weight
+        # Held frames are owed to the client as much as queued ones: same budget.
+        behind = self.held_bytes + self.peer.queued_bytes
+        if behind > 0 and behind + weight > self.peer.queue_limit():
+            self.peer.fall_behind(behind)
+            return
+        held.append((text, weight))
+        self.held_bytes += weight
 
     def release(self, canonical: str) -> None:
-        for text, weight in self.held.pop(canonical, ()):
+        frames = self.held.pop(canonical, ())
+        for _, weight in frames:
+            self.held_bytes -= weight or 0
+        for text, weight in frames:
             self.peer.send_text(text, weight)
+
+    def drop_held(self, canonical: str) -> None:
+        """Forget frames held for a channel no longer watched."""
+        for _, weight in self.held.pop(canonical, ()):
+            self.held_bytes -= weight or 0

@@ -117,7 +117,7 @@ class Engine:
         if channel is not None:
             for client in list(channel.subscribers):
                 client.subscriptions.pop(uri, None)
-                client.held.pop(uri, None)
+                client.drop_held(uri)
             channel.subscribers.clear()
         return channel
 
@@ -230,6 +230,18 @@ class Engine:
         if rejection is not None:
             envelope["rejectionReason"] = rejection
         client.peer.send_text(_envelope_frame(envelope))
+
+    def refuse_dispatch(self, client: Client, params: Any, reason: str) -> None:
+        """Refuse a dispatchAction unread: the sender alone is told why."""
+        if not isinstance(params, dict):
+            return
+        spelling, action, seq = params.get("channel"), params.get("action"), params.get("clientSeq")
+        if not isinstance(spelling, str) or not isinstance(action, dict):
+            return
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            seq = 0
+        origin = {"clientId": client.client_id or "", "clientSeq": seq}
+        self.answer_sender(client, spelling, action, origin, rejection=reason)
 
     def on_action(
         self,
@@ -391,7 +403,7 @@ class Engine:
 
     def _drop_subscription(self, client: Client, uri: str) -> None:
         client.subscriptions.pop(uri, None)
-        client.held.pop(uri, None)
+        client.drop_held(uri)
         channel = self.channels.get(uri)
         if channel is not None:
             channel.subscribers.pop(client, None)

@@ -24,6 +24,9 @@ SERVER_NAME = "ahp"
 MIB = 1 << 20
 #: Root config keys holding byte budgets, which may not be pushed below 1 MiB.
 BYTE_BUDGET_KEYS = frozenset({"clientQueueBytes", "replayBytes"})
+#: Nor above these: every client's queue and the replay buffer are the host's memory,
+#: and any client may set them.
+BYTE_BUDGET_CEILINGS = {"clientQueueBytes": 256 * MIB, "replayBytes": 256 * MIB}
 
 
 class ProtocolService:
@@ -144,8 +147,13 @@ class ProtocolService:
         problems = []
         for key in sorted(BYTE_BUDGET_KEYS & set(config)):
             value = config[key]
+            ceiling = BYTE_BUDGET_CEILINGS[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < MIB:
                 problems.append(f"{key} must be a number of bytes of at least {MIB} (1 MiB)")
+            elif value > ceiling:
+                problems.append(
+                    f"{key} may not exceed {ceiling} ({ceiling // MIB} MiB), this host's ceiling"
+                )
         if problems:
             raise Refused("; ".join(problems))
         if unknown and len(unknown) == len(config):
@@ -169,5 +177,5 @@ def root_config_value(engine: Engine, key: str, default: int) -> int:
     config = engine.channels[ROOT_CHANNEL].state.get("config", {})
     value = config.get("values", {}).get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= MIB:
-        return int(value)
+        return int(min(value, BYTE_BUDGET_CEILINGS.get(key, value)))
     return default

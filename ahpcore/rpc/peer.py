@@ -19,7 +19,8 @@ import anyio
 import anyio.abc
 
 from ahpcore.logs import escape
-from ahpcore.protocol.errors import INTERNAL_ERROR, ProtocolError
+from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
+from ahpcore.rpc.budget import InboundBudget
 from ahpcore.rpc.framing import Message, dumps, parse, without_paths
 from ahpcore.transports.base import Wire
 
@@ -27,11 +28,19 @@ log = logging.getLogger(__name__)
 
 RequestHandler = Callable[["Peer", Message], Awaitable[Any]]
 NotificationHandler = Callable[["Peer", Message], Awaitable[None]]
+#: Told of a notification refused for being over the inbound budget, with why.
+OverBudgetHandler = Callable[["Peer", Message, str], None]
 
 #: Code a peer closes with when its client fell too far behind (policy violation
 #: would blame the client for something that is not a protocol error).
 CLOSE_TOO_FAR_BEHIND = 1008
 _ids = itertools.count(1)
+#: close_reason of a connection closed for falling past clientQueueBytes.
+TOO_FAR_BEHIND = "too far behind"
+#: close_reason of a connection closed for sending past its inbound budget.
+CLOSED_OVER_BUDGET = "over its inbound budget"
+#: Over budget, a frame bigger than this is not parsed just to refuse it: the sender is closed.
+REFUSE_UNREAD_BYTES = 64 * 1024
 
 
 @dataclass
@@ -40,6 +49,14 @@ class Reply:
 
     result: Any
     after: Callable[[], None] | None = None
+
+
+async def _discard(frames: Callable[[], Awaitable[str | bytes | None]]) -> None:
+    try:
+        while await frames() is not None:
+            pass
+    except Exception:  # the connection is gone: nothing left to drop
+        return
 
 
 class PeerClosed(Exception):
@@ -55,6 +72,8 @@ class Peer:
         on_notification: NotificationHandler,
         queue_limit: Callable[[], int],
         inline_methods: frozenset[str] = frozenset(),
+        budget: InboundBudget | None = None,
+        on_over_budget: OverBudgetHandler | None = None,
     ) -> None:
         self.wire = wire
         self.id = next(_ids)
@@ -62,6 +81,8 @@ class Peer:
         self._on_notification = on_notification
         self._queue_limit = queue_limit
         self._inline = inline_methods
+        self._budget = budget
+        self._on_over_budget = on_over_budget
         self._outbox: deque[tuple[str, int]] = deque()
         self._queued_bytes = 0
         self._wakeup = anyio.Event()
@@ -96,14 +117,7 @@ class Peer:
             held = self._queued_bytes + on_wire
             # A client holding nothing takes any frame, however large: it is not behind.
             if held > 0 and held + weight > limit:
-                log.warning(
-                    "client %s (%s) is %d bytes behind, past clientQueueBytes=%d; closing it",
-                    self.id,
-                    self.wire.label,
-                    self._queued_bytes + on_wire,
-                    limit,
-                )
-                self.close("too far behind")
+                self.fall_behind(held)
                 return False
         if self._write_now is not None and not self._outbox:
             # Nothing queued ahead of it: straight onto the wire, in order.
@@ -118,6 +132,21 @@ class Peer:
         self._queued_bytes += weight
         self._wakeup.set()
         return True
+
+    def queue_limit(self) -> int:
+        """clientQueueBytes as it stands now."""
+        return self._queue_limit()
+
+    def fall_behind(self, behind: int) -> None:
+        """Close: the client is ``behind`` bytes behind, past clientQueueBytes."""
+        log.warning(
+            "client %s (%s) is %d bytes behind, past clientQueueBytes=%d; closing it",
+            self.id,
+            self.wire.label,
+            behind,
+            self._queue_limit(),
+        )
+        self.close(TOO_FAR_BEHIND)
 
     def notify(self, method: str, params: Any) -> bool:
         return self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -181,13 +210,23 @@ class Peer:
                     await self._receive(tg, frame)
                 tg.cancel_scope.cancel()
         finally:
-            was_behind = self.close_reason == "too far behind"
+            was_behind = self.close_reason == TOO_FAR_BEHIND
+            over_budget = self.close_reason == CLOSED_OVER_BUDGET
             self.close(self.close_reason or "connection ended")
             with anyio.CancelScope(shield=True):
-                if was_behind:
-                    await self.wire.close(CLOSE_TOO_FAR_BEHIND, "client fell too far behind")
-                else:
-                    await self.wire.close()
+                async with anyio.create_task_group() as draining:
+                    # Frames already on their way are read and dropped, so the
+                    # other side's answer to the close is not stuck behind them.
+                    draining.start_soon(_discard, frames)
+                    if was_behind:
+                        await self.wire.close(CLOSE_TOO_FAR_BEHIND, "client fell too far behind")
+                    elif over_budget and self._budget is not None:
+                        await self.wire.close(
+                            CLOSE_TOO_FAR_BEHIND, f"sent more than {self._budget.describe()}"
+                        )
+                    else:
+                        await self.wire.close()
+                    draining.cancel_scope.cancel()
 
     async def _write_loop(self) -> None:
         while not self.closed:
@@ -208,6 +247,9 @@ class Peer:
                 self._queued_bytes = max(0, self._queued_bytes - weight)
 
     async def _receive(self, tg: anyio.abc.TaskGroup, frame: str | bytes) -> None:
+        admitted = self._budget is None or self._budget.admit(len(frame))
+        if not admitted and self._refuse_over_budget(frame):
+            return
         try:
             message = parse(frame)
         except ProtocolError as error:
@@ -221,12 +263,39 @@ class Peer:
                 waiter[1].append(message.raw)
                 waiter[0].set()
             return
+        if not admitted:
+            self._refuse(message)
+            return
         if message.kind == "notification":
             await self._serve_notification(message)
         elif message.method in self._inline:
             await self._serve_request(message)
         else:
             tg.start_soon(self._serve_request, message)
+
+    def _refuse_over_budget(self, frame: str | bytes) -> bool:
+        """True when the frame is not even read: the sender is closed instead."""
+        budget = self._budget
+        assert budget is not None
+        if budget.exhausted or len(frame) > REFUSE_UNREAD_BYTES:
+            log.warning(
+                "client %s (%s) sent more than %s; closing it",
+                self.id,
+                self.wire.label,
+                budget.describe(),
+            )
+            self.close(CLOSED_OVER_BUDGET)
+            return True
+        return False
+
+    def _refuse(self, message: Message) -> None:
+        """Tell the sender its frame was not served: it is over its inbound budget."""
+        assert self._budget is not None
+        reason = f"over this connection's inbound budget of {self._budget.describe()}: slow down"
+        if message.kind == "request":
+            self.respond_error(message.id, ProtocolError(INVALID_REQUEST, reason))
+        elif message.kind == "notification" and self._on_over_budget is not None:
+            self._on_over_budget(self, message, reason)
 
     async def _serve_notification(self, message: Message) -> None:
         try:

@@ -255,6 +255,9 @@ class ClientActions:
         default = session.chats.get(session.state.get("defaultChat", ""))
         if default is not None:
             await self._tell_backend(session, default, title.strip())
+        # Concurrent titles may commit in one order and apply in another: the next
+        # save writes whichever applied last.
+        dispatch.after.append(lambda: self.registry.save_soon(session))
         return {**dispatch.action, "title": title.strip()}
 
     async def _rename_chat(self, dispatch: Dispatch, title: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -21,6 +21,16 @@ from ahpcore.protocol.uris import ROOT_CHANNEL
 
 TOKENS = "tokens"
 _HELD = "ahp.tokens"
+_TIMER = "ahp.tokens.timer"
+#: What a connection's expiry timer task is called.
+TIMER_NAME = "token expiry of client"
+
+
+@dataclass
+class Timer:
+    """A connection's one expiry timer; ``changed`` wakes it to look again."""
+
+    changed: anyio.Event = field(default_factory=anyio.Event)
 
 
 @dataclass
@@ -81,17 +91,50 @@ class Authenticator:
         held[resource] = entry
         client.data[TOKENS] = self.tokens(client)
         if expires_in:
-            self._spawn(self._expire, client, resource, entry, float(expires_in))
+            self._watch_expiry(client)
         self._signed_in(resource, token)
         return {}
 
-    async def _expire(self, client: Client, resource: str, entry: HeldToken, after: float) -> None:
-        await anyio.sleep(after)
-        held = self._held(client)
-        if held.get(resource) is not entry or client.peer.closed:
-            return  # replaced, withdrawn, or the connection went
-        del held[resource]
-        client.data[TOKENS] = self.tokens(client)
+    def _watch_expiry(self, client: Client) -> None:
+        # One timer per connection, however many tokens it pushes: it sleeps until
+        # the soonest expiry, and stops when nothing expires or the connection goes.
+        timer: Timer | None = client.data.get(_TIMER)
+        if timer is None:
+            timer = client.data[_TIMER] = Timer()
+            self._spawn(self._expire_all, client, timer, name=f"{TIMER_NAME} {client.label}")
+        else:
+            timer.changed.set()
+
+    def disconnected(self, client: Client) -> None:
+        """The connection went: its timer stops now rather than at the next expiry."""
+        timer: Timer | None = client.data.get(_TIMER)
+        if timer is not None:
+            timer.changed.set()
+
+    async def _expire_all(self, client: Client, timer: Timer) -> None:
+        try:
+            while not client.peer.closed:
+                now = time.monotonic()
+                held = self._held(client)
+                due = [
+                    r for r, h in held.items() if h.expires_at is not None and h.expires_at <= now
+                ]
+                for resource in due:
+                    del held[resource]
+                    self._tell_expired(client, resource)
+                if due:
+                    client.data[TOKENS] = self.tokens(client)
+                pending = [h.expires_at for h in held.values() if h.expires_at is not None]
+                if not pending:
+                    return
+                timer.changed = anyio.Event()
+                with anyio.move_on_after(min(pending) - now):
+                    await timer.changed.wait()
+        finally:
+            if client.data.get(_TIMER) is timer:
+                del client.data[_TIMER]
+
+    def _tell_expired(self, client: Client, resource: str) -> None:
         metadata = self._resources().get(resource, {"resource": resource})
         client.peer.notify(
             "auth/required",

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ahpcore.engine.clients import Client
+from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
     SESSION_ALREADY_EXISTS,
@@ -25,6 +26,14 @@ log = logging.getLogger(__name__)
 
 #: Turns a chat snapshot carries; older ones arrive through fetchTurns.
 TURN_WINDOW = 50
+
+
+def check_directories(directories: tuple[str, ...]) -> None:
+    """Refuse working directories that are not absolute URIs, naming the first."""
+    for index, directory in enumerate(directories):
+        problem = uris.directory_problem(directory)
+        if problem is not None:
+            raise ProtocolError(INVALID_PARAMS, f"params.workingDirectories[{index}]: {problem}")
 
 
 class ChatCommands:
@@ -55,6 +64,12 @@ class ChatCommands:
             params["channel"]
         )
         uri = params["chat"]
+        if not uris.is_chat_uri(uri) or uri.startswith(f"{uris.CHAT_SCHEME}://"):
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"params.chat: {uri!r} is not a chat URI of this host "
+                f"(expected {uris.CHAT_SCHEME}:/<name>)",
+            )
         if not session.backend.abilities.multiple_chats:
             raise ProtocolError(
                 INVALID_PARAMS,
@@ -97,6 +112,7 @@ class ChatCommands:
                 side_of = (source_chat.backend_id, turn_id)
             origin = {"kind": source["kind"], "chat": source_chat.uri, "turnId": turn_id}
         directories = tuple(params.get("workingDirectories") or session.working_directories)
+        check_directories(directories)
         outside = [d for d in directories if d not in session.working_directories]
         if outside:
             raise ProtocolError(

@@ -35,7 +35,7 @@ from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
-from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
+from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands, check_directories
 from ahpcore.sessions.contract import Backend, CatalogueRow
 from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import LiveChat, LiveSession
@@ -84,6 +84,7 @@ class SessionManager:
         self._indexed_ids: set[str] = set()
         registry.on_saved = self._indexed
         self.auth = Authenticator(self._protected_resources, host.spawn, self._signed_in)
+        self.engine.on_disconnect(self.auth.disconnected)
         self._install()
         for backend in self.backends.values():
             attach = getattr(backend, "attach", None)
@@ -294,6 +295,7 @@ class SessionManager:
             raise ProtocolError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
         backend = self.backend_for(params.get("provider"))
         directories = tuple(params.get("workingDirectories") or ())
+        check_directories(directories)
         if len(directories) > 1 and not backend.abilities.multiple_working_directories:
             raise ProtocolError(
                 INVALID_PARAMS,
@@ -328,8 +330,13 @@ class SessionManager:
                     "activeClient": {**active, "clientId": client.client_id},
                 },
             )
-        # On disk before anyone, the creator included, hears of the session.
-        await self.registry.save(session)
+        try:
+            # On disk before anyone, the creator included, hears of the session.
+            await self.registry.save(session)
+        except Exception as exc:  # the store could not write: the session was not made
+            await chat.runner.stop(for_good=True)
+            self.registry.forget(session)
+            raise ProtocolError(-32603, f"session {uri} not created: {exc}") from None
         log.info("session %s created (%s)", session.uri, backend.provider)
         session.last_summary = self.registry.summary(session)
         self.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})

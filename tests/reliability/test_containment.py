@@ -9,6 +9,7 @@ import pytest
 
 from ahp_scripted import Rule, Say
 from ahpcore.protocol.uris import ROOT_CHANNEL
+from tests.reliability.conftest import live_session
 from tests.sessions.conftest import open_session, script, session_uri, start_turn
 
 pytestmark = pytest.mark.anyio
@@ -41,7 +42,7 @@ async def test_disposing_a_session_mid_turn_leaves_the_host_serving(session_host
         await newcomer.initialize()
         await newcomer.sync()
         await start_turn(bystander, other_chat, "hello", "t2")
-        assert running.host.sessions.registry.session_by_uri(session) is None
+        assert live_session(running.host, session) is None
         # The cancelled turn wound down before the backend forgot the conversation,
         # so nothing wrote it back.
         listed = await bystander.request("listSessions", {})
