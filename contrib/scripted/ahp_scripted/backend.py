@@ -306,7 +306,7 @@ class ScriptedBackend:
         conversation = self.store.get(backend_id)
         if conversation is not None:
             conversation.renamed = title
-            self.save(conversation)
+            await self.save(conversation)
 
     async def start(self, start: ChatStart) -> ScriptedAgent:
         conversation = self.store.get(start.backend_id)

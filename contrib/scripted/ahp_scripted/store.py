@@ -151,6 +151,7 @@ class _Written:
     #: (turn id, key) per turn, as the log has them (see ``_turn_key``).
     turns: list[tuple[str, str]]
     lines: int
+    renamed: str | None = None
 
 
 class ConversationStore:
@@ -227,6 +228,9 @@ class ConversationStore:
                     order.append(turn["id"])
                 turns[turn["id"]] = turn
                 header["modifiedAt"] = entry.get("modifiedAt", header["modifiedAt"])
+            elif kind == "rename" and header is not None:
+                header["renamed"] = entry["title"]
+                header["modifiedAt"] = entry.get("modifiedAt", header["modifiedAt"])
             elif kind == "truncate" and header is not None:
                 for dropped in order[entry["keep"] :]:
                     del turns[dropped]
@@ -244,6 +248,7 @@ class ConversationStore:
             header=_header_line(conversation),
             turns=[_turn_key(t) for t in conversation.turns],
             lines=lines,
+            renamed=conversation.renamed,
         )
         return conversation, written
 
@@ -269,11 +274,16 @@ class ConversationStore:
         header = _header_line(conversation)
         written = self._written.get(backend_id)
         if written is None or written.header != header or self._worth_compacting(written, keys):
-            body = [header] + [_turn_line(conversation.modified_at, t) for t in conversation.turns]
-            self._written[backend_id] = _Written(header, keys, len(body))
+            stamp = conversation.modified_at
+            body = [header] + [_turn_line(stamp, t) for t in conversation.turns]
+            if conversation.renamed is not None:
+                body.append(_rename_line(stamp, conversation.renamed))
+            self._written[backend_id] = _Written(header, keys, len(body), conversation.renamed)
             return self._writer(backend_id, body, replace=True)
         stamp = conversation.modified_at
         lines: list[str] = []
+        if conversation.renamed != written.renamed and conversation.renamed is not None:
+            lines.append(_rename_line(stamp, conversation.renamed))
         same = 0
         for (old_id, _), (new_id, _) in zip(written.turns, keys, strict=False):
             if old_id != new_id:
@@ -286,7 +296,9 @@ class ConversationStore:
                 lines.append(_turn_line(stamp, turn))
         if not lines:
             return None
-        self._written[backend_id] = _Written(header, keys, written.lines + len(lines))
+        self._written[backend_id] = _Written(
+            header, keys, written.lines + len(lines), conversation.renamed
+        )
         return self._writer(backend_id, lines, replace=False)
 
     def _writer(self, backend_id: str, lines: list[str], *, replace: bool) -> Callable[[], None]:
@@ -347,6 +359,10 @@ def _turn_key(turn: TurnRecord) -> tuple[str, str]:
     return turn.id, f"{len(turn.reports)}|{_dumps(turn.end)}|{_dumps(turn.resume)}"
 
 
+def _rename_line(stamp: str, title: str) -> str:
+    return _dumps({"kind": "rename", "title": title, "modifiedAt": stamp})
+
+
 def _turn_line(stamp: str, turn: TurnRecord) -> str:
     return _dumps({"kind": "turn", "modifiedAt": stamp, "turn": turn.to_json()})
 
@@ -366,8 +382,16 @@ def _replace(directory: Path, path: Path, text: str) -> None:
 
 
 def _header_line(conversation: Conversation) -> str:
-    """The log's first line: everything but the turns, and the time it was started."""
-    data = conversation.to_json()
+    """The log's first line: what never changes after the start, and the time it was started.
+
+    A rename is a line of its own, so renaming a long chat appends one line.
+    """
+    turns, conversation.turns = conversation.turns, []
+    try:
+        data = conversation.to_json()
+    finally:
+        conversation.turns = turns
     del data["turns"]
+    data.pop("renamed", None)
     data["modifiedAt"] = data["createdAt"]
     return _dumps({"kind": "conversation", **data})

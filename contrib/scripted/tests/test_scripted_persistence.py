@@ -238,3 +238,18 @@ async def test_a_denied_approval_left_unanswered_rebuilds_like_the_live_cancel(
     assert (call["status"], call["reason"]) == ("cancelled", "skipped")
     reader = await rebuilt(backend(tmp_path, SCRIPT))
     assert reader.chat_state == chat.chat_state
+
+
+async def test_a_rename_is_one_line_and_reads_back(tmp_path: Path) -> None:
+    scripted = backend(tmp_path, SCRIPT)
+    chat = Chat(await scripted.start(chat_start()))
+    await chat.turn("one")
+    log_file = tmp_path / "conv-1.jsonl"
+    before = log_file.read_text()
+    await scripted.rename("conv-1", "A new name")
+    after = log_file.read_text()
+    # The log grew by one line; nothing before it was rewritten.
+    assert after.startswith(before) and len(after.splitlines()) == len(before.splitlines()) + 1
+    assert json.loads(after.splitlines()[-1])["kind"] == "rename"
+    reread = backend(tmp_path, SCRIPT).conversation("conv-1")
+    assert reread is not None and reread.renamed == "A new name" and reread.title() == "A new name"
