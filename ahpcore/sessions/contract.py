@@ -248,8 +248,10 @@ class TurnReporter(Protocol):
     ends when its ``SessionReporter.begin_turn`` block exits.
     """
 
-    #: The id of the turn this reports (a UUID when the agent began the turn itself).
-    turn_id: str
+    @property
+    def turn_id(self) -> str:
+        """The id of the turn this reports (a UUID when the agent began the turn itself)."""
+        ...
 
     def reference(self, ref: str) -> None:
         """The backend's own id for this turn (a transcript entry id); the host keeps it."""
