@@ -1,0 +1,425 @@
+"""The live agent behind one chat: one Claude Code CLI, driven through ``ClaudeSDKClient``.
+
+The SDK client enters a task group when it connects and must leave it from the
+same task, so each agent runs its CLI in a task of its own (``_own``) that reads
+every message the CLI sends and hands it to the turn running now. Turns talk to
+the CLI by writing to it (``query``, ``interrupt``), which any task may do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import anyio
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    ToolPermissionContext,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from ahp_claude import questions, tools
+from ahpcore.sessions.contract import ChatStart, TurnInput, TurnReporter
+
+if TYPE_CHECKING:
+    from ahp_claude.backend import ClaudeBackend
+
+log = logging.getLogger(__name__)
+
+SIGN_IN = (
+    "Claude Code is not signed in: run `claude login` (or `claude setup-token`) as the user "
+    "running the host, or set ANTHROPIC_API_KEY in its environment, then try again."
+)
+
+#: How long a cancelled turn waits for the CLI to finish the turn it interrupted.
+DRAIN_SECONDS = 5.0
+
+Spawn = Callable[..., None]
+
+
+class ClaudeTurnFailed(RuntimeError):
+    """The CLI ended a turn in an error (its own words)."""
+
+
+def to_path(directory: str) -> str:
+    """A working directory as a path (the protocol names them by file URI)."""
+    if directory.startswith("file:"):
+        return url2pathname(urlparse(directory).path)
+    return directory
+
+
+def entry_uuid(session_id: str, turn_id: str) -> str:
+    """The transcript uuid a turn's message is stored under: the turn id when it is a UUID."""
+    try:
+        return str(uuid.UUID(turn_id))
+    except ValueError:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ahp-claude:{session_id}:{turn_id}"))
+
+
+@dataclass
+class _Call:
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    started: bool = False
+    settled: bool = False  # ready was reported (asked, or ran without asking)
+    denied: bool = False
+
+
+@dataclass
+class _Turn:
+    report: TurnReporter
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: str | None = None
+    live: bool = True  # False once cancelled: what the CLI says while draining is dropped
+    calls: dict[str, _Call] = field(default_factory=dict)
+    blocks: dict[int, str] = field(default_factory=dict)
+    questions: set[str] = field(default_factory=set)
+
+
+class ClaudeAgent:
+    def __init__(self, backend: ClaudeBackend, start: ChatStart, spawn: Spawn) -> None:
+        self.backend = backend
+        self.start = start
+        self.session_id = start.backend_id
+        self._spawn = spawn
+        self._client: ClaudeSDKClient | None = None
+        self._ready = anyio.Event()
+        self._ended = anyio.Event()
+        self._failure: str | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._turn: _Turn | None = None
+        self._started = False
+        self._first_turn = True
+        self.model: str | None = None
+        self.stderr: list[str] = []
+        self.closed = False
+
+    # -- the CLI's life -----------------------------------------------------------
+    def options(self) -> ClaudeAgentOptions:
+        start = self.start
+        directories = [to_path(d) for d in start.working_directories] or [str(self.backend.home)]
+        config = start.config
+        resume: dict[str, Any] = {}
+        if start.fork_from is not None:
+            source, turn_id = start.fork_from
+            resume = {
+                "resume": source,
+                "fork_session": True,
+                "session_id": self.session_id,
+                "resume_session_at": self.backend.fork_point(source, turn_id),
+            }
+        elif start.resume and self.backend.transcript_path(self.session_id) is not None:
+            resume = {"resume": self.session_id}
+        else:
+            resume = {"session_id": self.session_id}
+        return ClaudeAgentOptions(
+            cwd=directories[0],
+            add_dirs=directories[1:],
+            env=self.backend.environment(start.tokens),
+            include_partial_messages=True,
+            can_use_tool=self._can_use_tool,
+            permission_mode=config.get("permissionMode") or None,
+            model=config.get("model") or None,
+            stderr=self._on_stderr,
+            **resume,
+        )
+
+    def _on_stderr(self, line: str) -> None:
+        self.stderr = [*self.stderr[-20:], line]
+
+    async def _ensure(self) -> ClaudeSDKClient:
+        if self.closed:
+            raise RuntimeError(f"the Claude agent for {self.session_id} is closed")
+        if not self._started:
+            self._started = True
+            self._spawn(self._own, name=f"claude {self.session_id}")
+        await self._ready.wait()
+        if self._client is None:
+            raise ClaudeTurnFailed(self._failure or "Claude Code did not start")
+        return self._client
+
+    async def _own(self) -> None:
+        client = ClaudeSDKClient(self.options())
+        try:
+            with anyio.CancelScope() as self._scope:
+                try:
+                    await client.connect()
+                except Exception as exc:
+                    self._failure = f"Claude Code did not start: {exc}"
+                    log.warning("%s", self._failure)
+                    return
+                self._client = client
+                self._ready.set()
+                try:
+                    async for message in client.receive_messages():
+                        self._on_message(message)
+                except Exception as exc:
+                    self._failure = f"Claude Code stopped: {exc}"
+                else:
+                    self._failure = "Claude Code exited"
+        finally:
+            self._client = None
+            self._ready.set()
+            self._ended.set()
+            turn = self._turn
+            if turn is not None and not turn.done.is_set():
+                turn.error = self._failure or "Claude Code exited"
+                turn.done.set()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                try:
+                    await client.disconnect()
+                except Exception:  # the process may be gone already
+                    log.debug("disconnect after the CLI ended", exc_info=True)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self._scope is not None:
+            self._scope.cancel()
+            with anyio.move_on_after(10):
+                await self._ended.wait()
+
+    # -- turns ----------------------------------------------------------------------
+    async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        if self._turn is not None and not self._turn.done.is_set():
+            raise RuntimeError("a turn is still running in this chat")
+        client = await self._ensure()
+        running = _Turn(report)
+        self._turn = running
+        message = self._user_message(turn)
+        try:
+            await client.query(_one(message))
+            await running.done.wait()
+        except anyio.get_cancelled_exc_class():
+            running.live = False
+            with anyio.CancelScope(shield=True):
+                await self._interrupt(client, running)
+            raise
+        finally:
+            self._first_turn = False
+        if running.error is not None:
+            raise ClaudeTurnFailed(running.error)
+
+    async def _interrupt(self, client: ClaudeSDKClient, running: _Turn) -> None:
+        """Stop the CLI's turn and wait until it says the turn ended, so the next starts clean."""
+        with anyio.move_on_after(DRAIN_SECONDS):
+            try:
+                await client.interrupt()
+            except Exception:
+                log.debug("interrupt failed", exc_info=True)
+                return
+            await running.done.wait()
+
+    def _user_message(self, turn: TurnInput) -> dict[str, Any]:
+        text = turn.text
+        if self._first_turn and self.start.side_of is not None:
+            text = f"{self.backend.side_context(*self.start.side_of)}\n\n{text}"
+        return {
+            "type": "user",
+            "message": {"role": "user", "content": text},
+            "parent_tool_use_id": None,
+            "session_id": self.session_id,
+            "uuid": entry_uuid(self.session_id, turn.turn_id),
+        }
+
+    def steer(self, message: Mapping[str, Any]) -> bool:
+        """Send a message into the running turn; the CLI takes it at its next step."""
+        client, running = self._client, self._turn
+        if client is None or running is None or running.done.is_set():
+            return False
+        steering = {
+            "type": "user",
+            "message": {"role": "user", "content": str(message.get("text", ""))},
+            "parent_tool_use_id": None,
+            "session_id": self.session_id,
+        }
+        self._spawn(client.query, _one(steering), name="claude steering")
+        return True
+
+    # -- what the CLI says --------------------------------------------------------------
+    def _on_message(self, message: Any) -> None:
+        if isinstance(message, SystemMessage):
+            if message.subtype == "init":
+                self.model = message.data.get("model") or self.model
+            return
+        running = self._turn
+        if running is None or running.done.is_set():
+            return
+        if isinstance(message, ResultMessage):
+            self._on_result(running, message)
+            return
+        if not running.live:
+            return
+        if isinstance(message, StreamEvent):
+            if message.parent_tool_use_id is None:
+                self._on_event(running, message.event)
+        elif isinstance(message, AssistantMessage):
+            if message.parent_tool_use_id is not None:
+                return
+            if message.error == "authentication_failed":
+                running.error = SIGN_IN
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    call = running.calls.setdefault(block.id, _Call(block.name))
+                    call.input = dict(block.input)
+        elif isinstance(message, UserMessage) and isinstance(message.content, list):
+            if message.parent_tool_use_id is not None:
+                return
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    self._on_tool_result(running, block)
+
+    def _on_event(self, running: _Turn, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        report = running.report
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                call_id, name = str(block["id"]), str(block["name"])
+                running.blocks[int(event.get("index", 0))] = call_id
+                running.calls[call_id] = _Call(name)
+                if name == "AskUserQuestion":
+                    running.questions.add(call_id)
+                    return
+                self._tool_start(running, call_id, name)
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                report.text(str(delta.get("text", "")))
+            elif delta.get("type") == "thinking_delta":
+                report.reasoning(str(delta.get("thinking", "")))
+            elif delta.get("type") == "input_json_delta":
+                call_id = running.blocks.get(int(event.get("index", 0)))
+                if call_id and call_id not in running.questions:
+                    report.tool_input(call_id, str(delta.get("partial_json", "")))
+
+    def _tool_start(self, running: _Turn, call_id: str, name: str) -> None:
+        call = running.calls[call_id]
+        if call.started:
+            return
+        call.started = True
+        mcp = tools.mcp_parts(name)
+        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
+            # A client's tool: the core names it and its contributor.
+            running.report.tool_start(call_id, mcp[1])
+            return
+        running.report.tool_start(
+            call_id,
+            name,
+            meta=tools.tool_meta(name),
+            mcp_server=mcp[0] if mcp else None,
+        )
+
+    def _on_tool_result(self, running: _Turn, block: ToolResultBlock) -> None:
+        call = running.calls.get(block.tool_use_id)
+        if call is None or block.tool_use_id in running.questions or call.denied:
+            return
+        if tools.mcp_parts(call.name) and tools.mcp_parts(call.name)[0] == tools.CLIENT_SERVER:  # type: ignore[index]
+            return  # the client already completed it
+        report = running.report
+        if not call.settled:
+            call.settled = True
+            report.tool_running(
+                block.tool_use_id,
+                tool_input=json.dumps(call.input),
+                invocation_message=tools.invocation_message(call.name, call.input),
+            )
+        error = bool(block.is_error)
+        content = tools.result_content(block.content)
+        report.tool_complete(
+            block.tool_use_id,
+            success=not error,
+            past_tense_message=tools.past_tense_message(call.name, call.input),
+            content=content,
+            error=(content[0]["text"] if content else "failed") if error else None,
+        )
+
+    def _on_result(self, running: _Turn, message: ResultMessage) -> None:
+        usage = message.usage or {}
+        if running.live and usage:
+            running.report.usage(
+                input_tokens=int(usage.get("input_tokens") or 0),
+                output_tokens=int(usage.get("output_tokens") or 0),
+                model=self.model,
+                cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+            )
+        if message.is_error and running.error is None:
+            said = message.result or ", ".join(message.errors or ()) or message.subtype
+            running.error = SIGN_IN if _about_sign_in(said) else f"Claude Code: {said}"
+        running.done.set()
+
+    # -- asking ------------------------------------------------------------------------
+    async def _can_use_tool(
+        self, name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        running = self._turn
+        if running is None or running.done.is_set() or not running.live:
+            return PermissionResultDeny(message="The turn has ended.", interrupt=True)
+        call_id = context.tool_use_id or ""
+        if name == "AskUserQuestion":
+            return await self._ask(running, tool_input)
+        call = running.calls.setdefault(call_id, _Call(name))
+        call.input = dict(tool_input)
+        self._tool_start(running, call_id, name)
+        call.settled = True
+        approval = await running.report.tool_approval(
+            call_id,
+            tool_input=json.dumps(tool_input),
+            invocation_message=tools.invocation_message(name, tool_input),
+            title=context.title,
+        )
+        if approval.approved:
+            edited = _parsed(approval.edited_input)
+            return PermissionResultAllow(updated_input=edited)
+        call.denied = True
+        said = approval.suggestion or "The user denied this tool call."
+        return PermissionResultDeny(message=said, interrupt=False)
+
+    async def _ask(
+        self, running: _Turn, tool_input: dict[str, Any]
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        asked = questions.to_protocol(tool_input)
+        answer = await running.report.ask(asked)
+        if answer.response != "accept":
+            return PermissionResultDeny(message="The user declined to answer.", interrupt=False)
+        answers = questions.answers_for_tool(tool_input, asked, answer.answers)
+        return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
+
+
+def _parsed(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _about_sign_in(said: str) -> bool:
+    lowered = said.lower()
+    return any(
+        word in lowered
+        for word in ("api key", "/login", "authentication", "401", "not logged in", "unauthorized")
+    )
+
+
+async def _one(message: dict[str, Any]) -> Any:
+    yield message
+
+
+Runner = Callable[[], Awaitable[None]]
