@@ -12,7 +12,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -103,6 +103,7 @@ class ClaudeAgent:
         self._failure: str | None = None
         self._scope: anyio.CancelScope | None = None
         self._turn: _Turn | None = None
+        self._one_turn = anyio.Lock()
         self._started = False
         self._first_turn = True
         self.model: str | None = None
@@ -145,6 +146,11 @@ class ClaudeAgent:
     async def _ensure(self) -> ClaudeSDKClient:
         if self.closed:
             raise RuntimeError(f"the Claude agent for {self.session_id} is closed")
+        if self._started and self._ended.is_set():
+            # The CLI exited (or was killed): the next turn starts one that resumes the transcript.
+            self._started = False
+            self._ready, self._ended, self._failure = anyio.Event(), anyio.Event(), None
+            self.start = replace(self.start, resume=True, fork_from=None)
         if not self._started:
             self._started = True
             self._spawn(self._own, name=f"claude {self.session_id}")
@@ -186,6 +192,13 @@ class ClaudeAgent:
                 except Exception:  # the process may be gone already
                     log.debug("disconnect after the CLI ended", exc_info=True)
 
+    @property
+    def pid(self) -> int | None:
+        """The CLI's process id while it runs."""
+        transport = getattr(self._client, "_transport", None)
+        process = getattr(transport, "_process", None)
+        return getattr(process, "pid", None)
+
     async def close(self) -> None:
         self.closed = True
         if self._scope is not None:
@@ -195,8 +208,11 @@ class ClaudeAgent:
 
     # -- turns ----------------------------------------------------------------------
     async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
-        if self._turn is not None and not self._turn.done.is_set():
-            raise RuntimeError("a turn is still running in this chat")
+        # One turn at a time: a turn started while a cancelled one drains waits for it.
+        async with self._one_turn:
+            await self._run_turn(turn, report)
+
+    async def _run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
         client = await self._ensure()
         running = _Turn(report)
         self._turn = running
@@ -252,11 +268,21 @@ class ClaudeAgent:
 
     # -- what the CLI says --------------------------------------------------------------
     def _on_message(self, message: Any) -> None:
+        running = self._turn
         if isinstance(message, SystemMessage):
             if message.subtype == "init":
                 self.model = message.data.get("model") or self.model
+            elif (
+                message.subtype == "api_retry"
+                and message.data.get("error") == "authentication_failed"
+                and running is not None
+                and running.live
+            ):
+                # The CLI would retry a key the API refused for minutes: stop and say so.
+                running.error, running.live = SIGN_IN, False
+                if self._client is not None:
+                    self._spawn(self._client.interrupt, name="claude interrupt")
             return
-        running = self._turn
         if running is None or running.done.is_set():
             return
         if isinstance(message, ResultMessage):

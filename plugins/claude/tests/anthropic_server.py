@@ -109,6 +109,9 @@ class AnthropicServer:
         self.replies: list[Reply] = []
         self.requests: list[Recorded] = []
         self.default = reply("(no more script)")
+        #: Answer main requests as an API that does not know the key.
+        self.unauthorized = False
+        self._holds: list[Hold] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -125,16 +128,15 @@ class AnthropicServer:
         return self
 
     def close(self) -> None:
-        for item in self.replies:
-            for block in item.blocks:
-                if isinstance(block, Hold):
-                    block.release.set()
+        for hold in self._holds:
+            hold.release.set()
         self._server.shutdown()
         self._server.server_close()
 
     def script(self, *replies: Reply) -> None:
         with self._lock:
             self.replies.extend(replies)
+            self._holds += [b for r in replies for b in r.blocks if isinstance(b, Hold)]
 
     def main_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.main]
@@ -176,6 +178,9 @@ class AnthropicServer:
                     self._json(200, {"input_tokens": 42})
                 elif path != "/v1/messages":
                     self._json(200, {})
+                elif main and server.unauthorized:
+                    error = {"type": "authentication_error", "message": "invalid x-api-key"}
+                    self._json(401, {"type": "error", "error": error})
                 elif main:
                     self._stream(server._next(), body)
                 else:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from anthropic_server import Thinking, ToolUse, reply
+from anthropic_server import Hold, Thinking, ToolUse, reply
 from conftest import open_session
+
+from ahp_claude import ClaudeAgent
 
 pytestmark = pytest.mark.anyio
 
@@ -129,3 +134,171 @@ async def test_a_bash_call_asks_and_runs_once_approved(claude_host, anthropic, w
         assert json.loads(tool["toolInput"])["command"] == "touch made && echo done"
         assert "done" in tool["content"][0]["text"]
         assert state["turns"][0]["responseParts"][-1]["content"] == "Made it."
+
+
+async def confirm(client: Any, chat: str, turn: str, call: str, approved: bool) -> None:
+    action: dict[str, Any] = {
+        "type": "chat/toolCallConfirmed",
+        "turnId": turn,
+        "toolCallId": call,
+        "approved": approved,
+    }
+    action.update({"confirmed": "user-action"} if approved else {"reason": "denied"})
+    await client.dispatch(chat, action)
+
+
+async def test_two_asks_wait_together_and_a_denied_one_does_not_run(
+    claude_host, anthropic, workdir: Path, tmp_path: Path
+):
+    # Reads outside the working directory ask, and reads run side by side.
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.txt").write_text(f"secret {name}")
+    anthropic.script(
+        reply(
+            ToolUse("Read", {"file_path": str(tmp_path / "a.txt")}),
+            ToolUse("Read", {"file_path": str(tmp_path / "b.txt")}),
+        ),
+        reply("One of two."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "read two files", "t1")
+        first = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        second = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        calls = [
+            f["params"]["action"]["request"]["toolCall"]["toolCallId"] for f in (first, second)
+        ]
+        assert len(set(calls)) == 2  # both held at once, each under its own id
+        await confirm(client, chat, "t1", calls[1], False)
+        await confirm(client, chat, "t1", calls[0], True)
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/turnComplete", end
+        state = await chat_state(client, chat)
+        tools = {
+            p["toolCall"]["toolCallId"]: p["toolCall"]
+            for p in state["turns"][0]["responseParts"]
+            if p["kind"] == "toolCall"
+        }
+        assert tools[calls[0]]["status"] == "completed"
+        assert "secret a" in tools[calls[0]]["content"][0]["text"]
+        assert tools[calls[1]]["status"] == "cancelled"
+        assert tools[calls[0]]["_meta"] == {"toolKind": "read"}
+        # What the model got back: the file it was allowed, and a refusal for the other.
+        results = anthropic.main_requests()[-1].tool_results()
+        said = {r["tool_use_id"]: json.dumps(r["content"]) for r in results}
+        assert "secret a" in said[calls[0]] and "denied" in said[calls[1]]
+
+
+async def reached(hold: Hold) -> None:
+    assert await anyio.to_thread.run_sync(hold.reached.wait, 30)
+
+
+def agent_of(running: Any, chat: str) -> ClaudeAgent:
+    for session in running.host.sessions.sessions.values():
+        if chat in session.chats:
+            agent = session.chats[chat].agent
+            assert isinstance(agent, ClaudeAgent)
+            return agent
+    raise LookupError(chat)
+
+
+async def test_cancel_drains_and_the_next_turn_starts_at_once(claude_host, anthropic, workdir):
+    hold = Hold()
+    anthropic.script(reply("Starting", hold, "never said"), reply("Second answer"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "go slowly", "t1")
+        await reached(hold)
+        await client.dispatch(chat, {"type": "chat/turnCancelled", "turnId": "t1", "duration": 0})
+        assert (await turn_end(client, chat))["type"] == "chat/turnCancelled"
+        await start_turn(client, chat, "again", "t2")
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/turnComplete", end
+        state = await chat_state(client, chat)
+        assert state["turns"][-1]["responseParts"][-1]["content"] == "Second answer"
+        assert "never said" not in str(state["turns"])
+
+
+async def test_a_killed_cli_ends_the_turn_in_an_error_and_the_next_turn_resumes(
+    claude_host, anthropic, workdir
+):
+    hold = Hold()
+    anthropic.script(reply("Working", hold), reply("Back again"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "work", "t1")
+        await reached(hold)
+        pid = agent_of(running, chat).pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        end = await turn_end(client, chat, timeout=2)
+        assert end["type"] == "chat/error"
+        await start_turn(client, chat, "still there?", "t2")
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/turnComplete", end
+        assert agent_of(running, chat).pid != pid
+        # The new CLI resumed the conversation: the model saw the first prompt again.
+        first = json.dumps(anthropic.main_requests()[-1].body["messages"])
+        assert "work" in first and "still there?" in first
+
+
+async def test_without_credentials_a_turn_says_how_to_sign_in(claude_host, anthropic, workdir):
+    anthropic.unauthorized = True
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/error"
+        said = end["part"]["error"]["message"]
+        assert "claude login" in said and "ANTHROPIC_API_KEY" in said
+
+
+async def test_ask_user_question_becomes_a_question_and_the_answer_goes_back(
+    claude_host, anthropic, workdir
+):
+    asked = {
+        "questions": [
+            {
+                "question": "Which color?",
+                "header": "Color",
+                "options": [
+                    {"label": "Red", "description": "warm"},
+                    {"label": "Blue", "description": "cool"},
+                ],
+                "multiSelect": False,
+            }
+        ]
+    }
+    anthropic.script(reply(ToolUse("AskUserQuestion", asked)), reply("Blue it is."))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "pick for me", "t1")
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        request = needed["params"]["action"]["request"]["request"]
+        [question] = request["questions"]
+        assert question["kind"] == "single-select" and question["message"] == "Which color?"
+        assert [o["label"] for o in question["options"]] == ["Red", "Blue"]
+        answer = {"state": "submitted", "value": {"kind": "selected", "value": "Blue"}}
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/inputCompleted",
+                "requestId": request["id"],
+                "response": "accept",
+                "answers": {question["id"]: answer},
+            },
+        )
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/turnComplete", end
+        [result] = anthropic.main_requests()[-1].tool_results()
+        assert "Blue" in json.dumps(result["content"])
