@@ -34,12 +34,22 @@ from claude_agent_sdk import (
 )
 
 from ahp_claude import questions, tools
-from ahpcore.sessions.contract import ChatStart, TurnInput, TurnReporter
+from ahpcore.sessions.contract import (
+    AgentRefused,
+    ApprovalOption,
+    ChatStart,
+    Cost,
+    TurnEnded,
+    TurnInput,
+    TurnReporter,
+)
 
 if TYPE_CHECKING:
     from ahp_claude.backend import ClaudeBackend
 
 log = logging.getLogger(__name__)
+
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
 SIGN_IN = (
     "Claude Code is not signed in: run `claude login` (or `claude setup-token`) as the user "
@@ -48,6 +58,9 @@ SIGN_IN = (
 
 #: How long a cancelled turn waits for the CLI to finish the turn it interrupted.
 DRAIN_SECONDS = 5.0
+
+#: The answers a tool call that asks offers.
+ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
 
 Spawn = Callable[..., None]
 
@@ -122,7 +135,9 @@ class ClaudeAgent:
                 "resume": source,
                 "fork_session": True,
                 "session_id": self.session_id,
-                "resume_session_at": self.backend.fork_point(source, turn_id),
+                "resume_session_at": self.backend.fork_point(
+                    source, start.references.get(turn_id) or entry_uuid(source, turn_id), turn_id
+                ),
             }
         elif start.resume and self.backend.transcript_path(self.session_id) is not None:
             resume = {"resume": self.session_id}
@@ -217,6 +232,8 @@ class ClaudeAgent:
         running = _Turn(report)
         self._turn = running
         message = self._user_message(turn)
+        report.reference(message["uuid"])
+        self.backend.references[(self.session_id, turn.turn_id)] = message["uuid"]
         try:
             await client.query(_one(message))
             await running.done.wait()
@@ -249,7 +266,7 @@ class ClaudeAgent:
             "message": {"role": "user", "content": text},
             "parent_tool_use_id": None,
             "session_id": self.session_id,
-            "uuid": entry_uuid(self.session_id, turn.turn_id),
+            "uuid": turn.uuid or entry_uuid(self.session_id, turn.turn_id),
         }
 
     def steer(self, message: Mapping[str, Any]) -> bool:
@@ -265,6 +282,20 @@ class ClaudeAgent:
         }
         self._spawn(client.query, _one(steering), name="claude steering")
         return True
+
+    async def configure(self, values: Mapping[str, Any]) -> None:
+        """Permission mode and model change in the running CLI; the next start uses them too."""
+        mode = values.get("permissionMode")
+        if mode is not None and mode not in PERMISSION_MODES:
+            raise AgentRefused(f"Claude has no permission mode {mode!r}")
+        self.start = replace(self.start, config={**self.start.config, **values})
+        client = self._client
+        if client is None:
+            return
+        if mode is not None:
+            await client.set_permission_mode(mode)
+        if "model" in values:
+            await client.set_model(values["model"] or None)
 
     # -- what the CLI says --------------------------------------------------------------
     def _on_message(self, message: Any) -> None:
@@ -300,8 +331,7 @@ class ClaudeAgent:
                 running.error = SIGN_IN
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
-                    call = running.calls.setdefault(block.id, _Call(block.name))
-                    call.input = dict(block.input)
+                    self._tool_ready(running, block)
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
             if message.parent_tool_use_id is not None:
                 return
@@ -350,6 +380,19 @@ class ClaudeAgent:
             mcp_server=mcp[0] if mcp else None,
         )
 
+    def _tool_ready(self, running: _Turn, block: ToolUseBlock) -> None:
+        call = running.calls.setdefault(block.id, _Call(block.name))
+        call.input = dict(block.input)
+        if block.id in running.questions or call.settled:
+            return
+        self._tool_start(running, block.id, block.name)
+        # Whether it asks is known only if can_use_tool is called: say ready, decide later.
+        running.report.tool_ready(
+            block.id,
+            tool_input=json.dumps(call.input),
+            invocation_message=tools.invocation_message(call.name, call.input),
+        )
+
     def _on_tool_result(self, running: _Turn, block: ToolResultBlock) -> None:
         call = running.calls.get(block.tool_use_id)
         if call is None or block.tool_use_id in running.questions or call.denied:
@@ -377,11 +420,14 @@ class ClaudeAgent:
     def _on_result(self, running: _Turn, message: ResultMessage) -> None:
         usage = message.usage or {}
         if running.live and usage:
+            cost = message.total_cost_usd
             running.report.usage(
                 input_tokens=int(usage.get("input_tokens") or 0),
                 output_tokens=int(usage.get("output_tokens") or 0),
                 model=self.model,
                 cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+                cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+                cost=Cost(float(cost)) if cost is not None else None,
             )
         if message.is_error and running.error is None:
             said = message.result or ", ".join(message.errors or ()) or message.subtype
@@ -402,14 +448,29 @@ class ClaudeAgent:
         call.input = dict(tool_input)
         self._tool_start(running, call_id, name)
         call.settled = True
-        approval = await running.report.tool_approval(
-            call_id,
-            tool_input=json.dumps(tool_input),
-            invocation_message=tools.invocation_message(name, tool_input),
-            title=context.title,
-        )
+        options = [ApprovalOption(ALLOW, "Allow", "approve")]
+        if context.suggestions:
+            options.append(ApprovalOption(ALLOW_ALWAYS, "Allow always", "approve"))
+        options.append(ApprovalOption(DENY, "Deny", "deny"))
+        try:
+            approval = await running.report.tool_approval(
+                call_id,
+                tool_input=json.dumps(tool_input),
+                invocation_message=tools.invocation_message(name, tool_input),
+                title=context.title,
+                options=options,
+                edits=tools.pending_edits(name, tool_input),
+            )
+        except TurnEnded:
+            call.denied = True
+            return PermissionResultDeny(message="The turn ended.", interrupt=True)
         if approval.approved:
             edited = _parsed(approval.edited_input)
+            if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:
+                # "Allow always": the CLI's own suggestion becomes a rule it keeps.
+                return PermissionResultAllow(
+                    updated_input=edited, updated_permissions=list(context.suggestions)
+                )
             return PermissionResultAllow(updated_input=edited)
         call.denied = True
         said = approval.suggestion or "The user denied this tool call."
@@ -419,7 +480,10 @@ class ClaudeAgent:
         self, running: _Turn, tool_input: dict[str, Any]
     ) -> PermissionResultAllow | PermissionResultDeny:
         asked = questions.to_protocol(tool_input)
-        answer = await running.report.ask(asked)
+        try:
+            answer = await running.report.ask(asked)
+        except TurnEnded:
+            return PermissionResultDeny(message="The turn ended.", interrupt=True)
         if answer.response != "accept":
             return PermissionResultDeny(message="The user declined to answer.", interrupt=False)
         answers = questions.answers_for_tool(tool_input, asked, answer.answers)

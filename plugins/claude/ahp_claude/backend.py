@@ -8,13 +8,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
-
 from ahp_claude import transcripts
-from ahp_claude.agent import ClaudeAgent, Spawn, entry_uuid
-from ahp_claude.index import TranscriptIndex
-from ahpcore.sessions.contract import Abilities, CatalogueRow, ChatStart, TranscriptReader
+from ahp_claude.agent import PERMISSION_MODES, ClaudeAgent, Spawn, entry_uuid, to_path
+from ahp_claude.index import Row, TranscriptIndex
+from ahpcore.sessions.contract import (
+    Abilities,
+    BackendNotifier,
+    CataloguePage,
+    CatalogueRow,
+    ChatStart,
+    TranscriptReader,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +32,6 @@ DEFAULT_MODELS: tuple[Mapping[str, Any], ...] = (
     {"id": "sonnet", "name": "Sonnet"},
     {"id": "haiku", "name": "Haiku"},
 )
-
-PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
 
 def config_dir(env: Mapping[str, str]) -> Path:
@@ -51,6 +53,8 @@ class ClaudeBackend:
         delete=True,
         list_sessions=True,
         steering=True,
+        multiple_working_directories=True,
+        configure=True,
     )
 
     def __init__(
@@ -63,9 +67,15 @@ class ClaudeBackend:
         self.config_dir = config_dir(self.env)
         self.home = Path(self.env.get("HOME") or os.environ.get("HOME") or Path.home())
         self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
+        self.notifier: BackendNotifier | None = None
+        #: (session id, turn id) -> the transcript uuid its message was stored under.
+        self.references: dict[tuple[str, str], str] = {}
         self.models: list[dict[str, Any]] = [
             {**model, "provider": PROVIDER} for model in DEFAULT_MODELS
         ]
+
+    def attach(self, notifier: BackendNotifier) -> None:
+        self.notifier = notifier
 
     # -- what the root lists ------------------------------------------------------------
     def agents(self) -> Sequence[Mapping[str, Any]]:
@@ -106,49 +116,64 @@ class ClaudeBackend:
     def transcript_path(self, session_id: str) -> Path | None:
         return self.index.path_of(session_id) or transcripts.find(self.config_dir, session_id)
 
-    def fork_point(self, source: str, turn_id: str) -> str | None:
-        """The transcript entry a fork at ``turn_id`` continues from: that turn's last entry."""
+    def fork_point(self, source: str, *ids: str) -> str | None:
+        """The transcript entry a fork at a turn continues from: that turn's last entry."""
         path = self.transcript_path(source)
         if path is None:
             return None
-        return transcripts.turn_end_uuid(path, entry_uuid(source, turn_id), turn_id)
+        known = [self.references[(source, i)] for i in ids if (source, i) in self.references]
+        return transcripts.turn_end_uuid(path, *known, *ids)
 
     def side_context(self, source: str, turn_id: str) -> str:
         path = self.transcript_path(source)
         said = transcripts.turn_text(path, entry_uuid(source, turn_id), turn_id) if path else ""
         return f"(Context from the conversation this side chat started from:)\n{said}".strip()
 
-    # -- the catalogue --------------------------------------------------------------------
-    async def catalogue(self) -> Sequence[CatalogueRow]:
-        rows = await anyio.to_thread.run_sync(self.index.rows)
-        return [
-            CatalogueRow(
-                session_id=row.session_id,
-                title=row.title,
-                created_at=row.created_at,
-                modified_at=row.modified_at,
-                working_directories=(Path(row.cwd).as_uri(),) if row.cwd else (),
-            )
-            for row in rows
-        ]
+    # -- the catalogue (blocking: the host calls these in a worker thread) ----------------
+    @staticmethod
+    def _row(row: Row) -> CatalogueRow:
+        return CatalogueRow(
+            session_id=row.session_id,
+            title=row.title or "",
+            created_at=row.created_at or row.modified_at,
+            modified_at=row.modified_at,
+            working_directories=(Path(row.cwd).as_uri(),) if row.cwd else (),
+        )
 
-    async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+    def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> CataloguePage:
+        rows = self.index.rows()
+        if directory is not None:
+            wanted = to_path(directory)
+            rows = [row for row in rows if row.cwd == wanted]
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        end = len(rows) if limit is None else start + limit
+        page = [self._row(row) for row in rows[start:end]]
+        return CataloguePage(page, str(end) if end < len(rows) else None)
+
+    def lookup(self, session_id: str) -> CatalogueRow | None:
+        row = self.index.lookup(session_id)
+        return self._row(row) if row is not None and row.title is not None else None
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
         path = self.transcript_path(backend_id)
         if path is None:
             return False
-        entries = await anyio.to_thread.run_sync(transcripts.read_entries, path)
-        transcripts.rebuild(entries, reader)
+        transcripts.rebuild(transcripts.read_entries(path), reader)
         return True
 
-    async def delete(self, backend_id: str) -> None:
+    def delete(self, backend_id: str) -> None:
         path = self.transcript_path(backend_id)
         if path is not None:
             path.unlink(missing_ok=True)
             self.index.forget(path)
 
-    async def truncate(self, backend_id: str, turn_id: str | None) -> None:
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
         path = self.transcript_path(backend_id)
         if path is None:
             raise LookupError(f"no Claude transcript for session {backend_id}")
-        keep = None if turn_id is None else entry_uuid(backend_id, turn_id)
-        await anyio.to_thread.run_sync(transcripts.truncate, path, keep, turn_id)
+        keep = None
+        if turn_id is not None:
+            keep = self.references.get((backend_id, turn_id)) or entry_uuid(backend_id, turn_id)
+        transcripts.truncate(path, keep, turn_id)

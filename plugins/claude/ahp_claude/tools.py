@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from ahpcore.sessions.contract import PendingEdit
 
 #: The harness's tool names by the kind the reference client draws them as.
 KINDS: Mapping[str, str] = {
@@ -26,6 +29,28 @@ EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 
 #: The SDK MCP server that carries the tools clients provide.
 CLIENT_SERVER = "ahp"
+
+
+def pending_edits(name: str, tool_input: Mapping[str, Any]) -> list[PendingEdit]:
+    """What a Write, Edit or MultiEdit would leave in its file, for the approval to show."""
+    if name not in EDIT_TOOLS or not tool_input.get("file_path"):
+        return []
+    path = Path(str(tool_input["file_path"]))
+    try:
+        before: str | None = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        before = None
+    if name == "Write":
+        after = str(tool_input.get("content", ""))
+    else:
+        edits = tool_input.get("edits") if name == "MultiEdit" else [tool_input]
+        after = before or ""
+        for edit in edits or ():
+            old, new = str(edit.get("old_string", "")), str(edit.get("new_string", ""))
+            after = (
+                after.replace(old, new) if edit.get("replace_all") else after.replace(old, new, 1)
+            )
+    return [PendingEdit(path.as_uri(), after, before)]
 
 
 def tool_meta(name: str) -> dict[str, Any] | None:
