@@ -122,6 +122,8 @@ class ClaudeAgent:
         self.model: str | None = None
         self.stderr: list[str] = []
         self.closed = False
+        #: Set when the transcript changed under the running CLI.
+        self.stale = False
 
     # -- the CLI's life -----------------------------------------------------------
     def options(self) -> ClaudeAgentOptions:
@@ -161,6 +163,12 @@ class ClaudeAgent:
     async def _ensure(self) -> ClaudeSDKClient:
         if self.closed:
             raise RuntimeError(f"the Claude agent for {self.session_id} is closed")
+        if self.stale and self._started and not self._ended.is_set():
+            # The transcript changed under the CLI (a truncation): start one that reads it anew.
+            if self._scope is not None:
+                self._scope.cancel()
+            await self._ended.wait()
+        self.stale = False
         if self._started and self._ended.is_set():
             # The CLI exited (or was killed): the next turn starts one that resumes the transcript.
             self._started = False
@@ -216,6 +224,7 @@ class ClaudeAgent:
 
     async def close(self) -> None:
         self.closed = True
+        self.backend.live.pop(self.session_id, None)
         if self._scope is not None:
             self._scope.cancel()
             with anyio.move_on_after(10):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,8 @@ class ClaudeBackend:
         self.home = Path(self.env.get("HOME") or os.environ.get("HOME") or Path.home())
         self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
         self.notifier: BackendNotifier | None = None
+        #: The live agent of each conversation, by its session id.
+        self.live: dict[str, ClaudeAgent] = {}
         #: (session id, turn id) -> the transcript uuid its message was stored under.
         self.references: dict[tuple[str, str], str] = {}
         self.models: list[dict[str, Any]] = [
@@ -111,7 +114,9 @@ class ClaudeBackend:
 
     # -- chats ----------------------------------------------------------------------------
     async def start(self, start: ChatStart) -> ClaudeAgent:
-        return ClaudeAgent(self, start, self.spawn)
+        agent = ClaudeAgent(self, start, self.spawn)
+        self.live[start.backend_id] = agent
+        return agent
 
     def transcript_path(self, session_id: str) -> Path | None:
         return self.index.path_of(session_id) or transcripts.find(self.config_dir, session_id)
@@ -168,6 +173,8 @@ class ClaudeBackend:
         if path is not None:
             path.unlink(missing_ok=True)
             self.index.forget(path)
+            # The CLI keeps a folder of its own beside the transcript for subagents and tools.
+            shutil.rmtree(path.with_suffix(""), ignore_errors=True)
 
     def truncate(self, backend_id: str, turn_id: str | None) -> None:
         path = self.transcript_path(backend_id)
@@ -177,3 +184,6 @@ class ClaudeBackend:
         if turn_id is not None:
             keep = self.references.get((backend_id, turn_id)) or entry_uuid(backend_id, turn_id)
         transcripts.truncate(path, keep, turn_id)
+        agent = self.live.get(backend_id)
+        if agent is not None:
+            agent.stale = True

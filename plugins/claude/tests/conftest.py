@@ -7,9 +7,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from anthropic_server import AnthropicServer
+from anthropic_server import AnthropicServer, Hold
 
+from ahp_claude import ClaudeAgent
 from ahp_claude.backend import ClaudeBackend
 from ahp_claude.plugin import backend_for
 from ahpcore.hookspecs import hookimpl
@@ -54,10 +56,10 @@ def claude_host(tmp_path: Path, claude_env: dict[str, str]) -> Callable[..., Any
 
     @asynccontextmanager
     async def start(
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, state: str = "state"
     ) -> AsyncIterator[tuple[RunningHost, ClaudeBackend]]:
         plugin = ClaudePlugin({**claude_env, **(env or {})})
-        settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
+        settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / state)
         async with running_host([("claude", plugin)], settings=settings) as running:
             assert plugin.backend is not None
             yield running, plugin.backend
@@ -87,3 +89,74 @@ async def open_session(
     chat = snapshot["snapshot"]["state"]["defaultChat"]
     await client.request("subscribe", {"channel": chat})
     return uri, chat
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"text": text, "origin": {"kind": "user"}}
+
+
+async def start_turn(client: Any, chat: str, text: str, turn_id: str) -> None:
+    seq = await client.dispatch(
+        chat,
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": "2026-11-30T00:00:00.000Z",
+            "message": message(text),
+        },
+    )
+    await client.answer_to(seq)
+
+
+def is_action(kind: str, channel: str | None = None) -> Any:
+    def match(frame: dict[str, Any]) -> bool:
+        return (
+            frame.get("method") == "action"
+            and frame["params"]["action"]["type"] == kind
+            and (channel is None or frame["params"]["channel"] == channel)
+            and "rejectionReason" not in frame["params"]
+        )
+
+    return match
+
+
+async def turn_end(client: Any, chat: str, timeout: float = 30) -> dict[str, Any]:
+    frame = await client.recv_until(
+        lambda f: (
+            f.get("method") == "action"
+            and f["params"]["channel"] == chat
+            and f["params"]["action"]["type"]
+            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+        ),
+        timeout=timeout,
+    )
+    return dict(frame["params"]["action"])
+
+
+async def chat_state(client: Any, chat: str) -> dict[str, Any]:
+    await client.sync()
+    return (await client.request("subscribe", {"channel": chat}))["snapshot"]["state"]
+
+
+async def confirm(client: Any, chat: str, turn: str, call: str, approved: bool) -> None:
+    action: dict[str, Any] = {
+        "type": "chat/toolCallConfirmed",
+        "turnId": turn,
+        "toolCallId": call,
+        "approved": approved,
+    }
+    action.update({"confirmed": "user-action"} if approved else {"reason": "denied"})
+    await client.dispatch(chat, action)
+
+
+async def reached(hold: Hold) -> None:
+    assert await anyio.to_thread.run_sync(hold.reached.wait, 30)
+
+
+def agent_of(running: Any, chat: str) -> ClaudeAgent:
+    for session in running.host.sessions.sessions.values():
+        if chat in session.chats:
+            agent = session.chats[chat].agent
+            assert isinstance(agent, ClaudeAgent)
+            return agent
+    raise LookupError(chat)

@@ -6,63 +6,21 @@ import json
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 from anthropic_server import Hold, Thinking, ToolUse, reply
-from conftest import open_session
-
-from ahp_claude import ClaudeAgent
+from conftest import (
+    agent_of,
+    chat_state,
+    confirm,
+    is_action,
+    open_session,
+    reached,
+    start_turn,
+    turn_end,
+)
 
 pytestmark = pytest.mark.anyio
-
-
-def message(text: str) -> dict[str, Any]:
-    return {"text": text, "origin": {"kind": "user"}}
-
-
-async def start_turn(client: Any, chat: str, text: str, turn_id: str) -> None:
-    seq = await client.dispatch(
-        chat,
-        {
-            "type": "chat/turnStarted",
-            "turnId": turn_id,
-            "startedAt": "2026-11-30T00:00:00.000Z",
-            "message": message(text),
-        },
-    )
-    await client.answer_to(seq)
-
-
-def is_action(kind: str, channel: str | None = None) -> Any:
-    def match(frame: dict[str, Any]) -> bool:
-        return (
-            frame.get("method") == "action"
-            and frame["params"]["action"]["type"] == kind
-            and (channel is None or frame["params"]["channel"] == channel)
-            and "rejectionReason" not in frame["params"]
-        )
-
-    return match
-
-
-async def turn_end(client: Any, chat: str, timeout: float = 30) -> dict[str, Any]:
-    frame = await client.recv_until(
-        lambda f: (
-            f.get("method") == "action"
-            and f["params"]["channel"] == chat
-            and f["params"]["action"]["type"]
-            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
-        ),
-        timeout=timeout,
-    )
-    return dict(frame["params"]["action"])
-
-
-async def chat_state(client: Any, chat: str) -> dict[str, Any]:
-    await client.sync()
-    return (await client.request("subscribe", {"channel": chat}))["snapshot"]["state"]
 
 
 async def test_a_text_turn_streams_thinking_and_text(claude_host, anthropic, workdir: Path):
@@ -136,17 +94,6 @@ async def test_a_bash_call_asks_and_runs_once_approved(claude_host, anthropic, w
         assert state["turns"][0]["responseParts"][-1]["content"] == "Made it."
 
 
-async def confirm(client: Any, chat: str, turn: str, call: str, approved: bool) -> None:
-    action: dict[str, Any] = {
-        "type": "chat/toolCallConfirmed",
-        "turnId": turn,
-        "toolCallId": call,
-        "approved": approved,
-    }
-    action.update({"confirmed": "user-action"} if approved else {"reason": "denied"})
-    await client.dispatch(chat, action)
-
-
 async def test_two_asks_wait_together_and_a_denied_one_does_not_run(
     claude_host, anthropic, workdir: Path, tmp_path: Path
 ):
@@ -189,19 +136,6 @@ async def test_two_asks_wait_together_and_a_denied_one_does_not_run(
         results = anthropic.main_requests()[-1].tool_results()
         said = {r["tool_use_id"]: json.dumps(r["content"]) for r in results}
         assert "secret a" in said[calls[0]] and "denied" in said[calls[1]]
-
-
-async def reached(hold: Hold) -> None:
-    assert await anyio.to_thread.run_sync(hold.reached.wait, 30)
-
-
-def agent_of(running: Any, chat: str) -> ClaudeAgent:
-    for session in running.host.sessions.sessions.values():
-        if chat in session.chats:
-            agent = session.chats[chat].agent
-            assert isinstance(agent, ClaudeAgent)
-            return agent
-    raise LookupError(chat)
 
 
 async def test_cancel_drains_and_the_next_turn_starts_at_once(claude_host, anthropic, workdir):
