@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ahp_claude import transcripts
 from ahp_claude.agent import PERMISSION_MODES, ClaudeAgent, Spawn, entry_uuid, to_path
 from ahp_claude.index import Row, TranscriptIndex
+from ahp_claude.probe import Watcher, run_probe, session_model
 from ahpcore.sessions.contract import (
     Abilities,
     BackendNotifier,
@@ -59,7 +62,13 @@ class ClaudeBackend:
     )
 
     def __init__(
-        self, state_dir: Path, spawn: Spawn, *, env: Mapping[str, str] | None = None
+        self,
+        state_dir: Path,
+        spawn: Spawn,
+        *,
+        env: Mapping[str, str] | None = None,
+        probe: bool = True,
+        watch: bool = True,
     ) -> None:
         self.state_dir = state_dir
         self.spawn = spawn
@@ -69,6 +78,12 @@ class ClaudeBackend:
         self.home = Path(self.env.get("HOME") or os.environ.get("HOME") or Path.home())
         self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
         self.notifier: BackendNotifier | None = None
+        self._probe, self._watch = probe, watch
+        self.watcher: Watcher | None = None
+        self.probed = threading.Event()
+        #: What the boot probe learned from a CLI (get_server_info), once it answered.
+        self.server_info: dict[str, Any] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         #: The live agent of each conversation, by its session id.
         self.live: dict[str, ClaudeAgent] = {}
         #: (session id, turn id) -> the transcript uuid its message was stored under.
@@ -78,7 +93,52 @@ class ClaudeBackend:
         ]
 
     def attach(self, notifier: BackendNotifier) -> None:
+        """Start the boot probe and the transcript watcher; both report through ``notifier``."""
         self.notifier = notifier
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        if self._watch and self.watcher is None:
+            projects = self.index.projects
+            projects.mkdir(parents=True, exist_ok=True)
+            self.watcher = Watcher(str(projects), self._transcripts_changed).start()
+            self.index.watched = True
+        if self._probe:
+            run_probe(self.env, str(self.home), self._probed)
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+            self.index.watched = False
+        self.index.close()
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(call)
+
+    def _probed(self, info: dict[str, Any]) -> None:
+        models = [session_model(m, PROVIDER) for m in info.get("models") or () if m.get("value")]
+        self.server_info = info
+        if models:
+            self.models = models
+        self.probed.set()
+        notifier = self.notifier
+        if notifier is not None:
+            self._on_loop(notifier.agents_changed)
+
+    def _transcripts_changed(self, paths: list[str]) -> None:
+        fresh = self.index.update(paths)
+        notifier = self.notifier
+        # The contract has no way yet to say a past session appeared; a core that offers one
+        # (sessions_changed) hears of it.
+        tell = getattr(notifier, "sessions_changed", None)
+        if fresh and tell is not None:
+            ids = [row.session_id for row in fresh]
+            self._on_loop(lambda: tell(ids))
 
     # -- what the root lists ------------------------------------------------------------
     def agents(self) -> Sequence[Mapping[str, Any]]:

@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     from ahpcore.ports import Backend
 
 
-def backend_for(host: Host, env: dict[str, str] | None = None) -> ClaudeBackend:
+def backend_for(host: Host, env: dict[str, str] | None = None, **options: Any) -> ClaudeBackend:
     def spawn(function: Callable[..., Any], *args: Any, name: str | None = None) -> None:
         host.spawn(function, *args, name=name)
 
-    return ClaudeBackend(host.settings.state_dir / "claude", spawn, env=env)
+    return ClaudeBackend(host.settings.state_dir / "claude", spawn, env=env, **options)
 
 
 @hookimpl

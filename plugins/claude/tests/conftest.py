@@ -46,7 +46,8 @@ class ClaudePlugin:
 
     @hookimpl
     def ahp_backends(self, host: Any, register: Callable[[Any], None]) -> None:
-        self.backend = backend_for(host, self.env)
+        # No boot probe: it would start a second CLI in every test.
+        self.backend = backend_for(host, self.env, probe=False, watch=False)
         register(self.backend)
 
 
