@@ -33,7 +33,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from ahp_claude import questions, tools
+from ahp_claude import client_tools, questions, tools
 from ahpcore.sessions.contract import (
     AgentRefused,
     ApprovalOption,
@@ -102,6 +102,8 @@ class _Turn:
     calls: dict[str, _Call] = field(default_factory=dict)
     blocks: dict[int, str] = field(default_factory=dict)
     questions: set[str] = field(default_factory=set)
+    #: Steering messages sent into this turn that no result has taken in yet.
+    steering: set[str] = field(default_factory=set)
 
 
 class ClaudeAgent:
@@ -145,7 +147,9 @@ class ClaudeAgent:
             resume = {"resume": self.session_id}
         else:
             resume = {"session_id": self.session_id}
+        mcp = client_tools.server(start.client_tools, self._run_client_tool)
         return ClaudeAgentOptions(
+            mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
             add_dirs=directories[1:],
             env=self.backend.environment(start.tokens),
@@ -237,6 +241,11 @@ class ClaudeAgent:
             await self._run_turn(turn, report)
 
     async def _run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        offered = sorted(str(t.get("name")) for t in self.start.client_tools)
+        if sorted(str(t.get("name")) for t in turn.client_tools) != offered:
+            # The CLI learns its MCP tools when it starts: new client tools need a new CLI.
+            self.start = replace(self.start, client_tools=tuple(turn.client_tools))
+            self.stale = self._started
         client = await self._ensure()
         running = _Turn(report)
         self._turn = running
@@ -288,7 +297,9 @@ class ClaudeAgent:
             "message": {"role": "user", "content": str(message.get("text", ""))},
             "parent_tool_use_id": None,
             "session_id": self.session_id,
+            "uuid": str(uuid.uuid4()),
         }
+        running.steering.add(steering["uuid"])
         self._spawn(client.query, _one(steering), name="claude steering")
         return True
 
@@ -392,7 +403,7 @@ class ClaudeAgent:
     def _tool_ready(self, running: _Turn, block: ToolUseBlock) -> None:
         call = running.calls.setdefault(block.id, _Call(block.name))
         call.input = dict(block.input)
-        if block.id in running.questions or call.settled:
+        if block.id in running.questions or call.settled or _client_tool(block.name):
             return
         self._tool_start(running, block.id, block.name)
         # Whether it asks is known only if can_use_tool is called: say ready, decide later.
@@ -406,7 +417,7 @@ class ClaudeAgent:
         call = running.calls.get(block.tool_use_id)
         if call is None or block.tool_use_id in running.questions or call.denied:
             return
-        if tools.mcp_parts(call.name) and tools.mcp_parts(call.name)[0] == tools.CLIENT_SERVER:  # type: ignore[index]
+        if _client_tool(call.name):
             return  # the client already completed it
         report = running.report
         if not call.settled:
@@ -441,7 +452,38 @@ class ClaudeAgent:
         if message.is_error and running.error is None:
             said = message.result or ", ".join(message.errors or ()) or message.subtype
             running.error = SIGN_IN if _about_sign_in(said) else f"Claude Code: {said}"
+        running.steering -= set(message.user_message_uuids or ())
+        if running.steering and running.live and running.error is None:
+            # A steering message came too late for this run: the CLI answers it next, still
+            # as part of this turn.
+            return
         running.done.set()
+
+    async def _run_client_tool(self, name: str, arguments: dict[str, Any]) -> Mapping[str, Any]:
+        running = self._turn
+        if running is None or running.done.is_set():
+            return {"success": False, "error": {"message": "no turn is running"}}
+        full = f"mcp__{tools.CLIENT_SERVER}__{name}"
+        candidates = [
+            call_id
+            for call_id, call in running.calls.items()
+            if call.name == full and not call.settled
+        ]
+        matching = [c for c in candidates if running.calls[c].input == arguments]
+        if not (matching or candidates):
+            return {"success": False, "error": {"message": f"no call of {name} is waiting"}}
+        call_id = (matching or candidates)[0]
+        call = running.calls[call_id]
+        call.settled = True
+        try:
+            return await running.report.client_tool(
+                call_id,
+                name,
+                tool_input=json.dumps(arguments),
+                invocation_message=f"Run `{name}`",
+            )
+        except TurnEnded:
+            return {"success": False, "error": {"message": "the turn ended"}}
 
     # -- asking ------------------------------------------------------------------------
     async def _can_use_tool(
@@ -453,6 +495,8 @@ class ClaudeAgent:
         call_id = context.tool_use_id or ""
         if name == "AskUserQuestion":
             return await self._ask(running, tool_input)
+        if _client_tool(name):
+            return PermissionResultAllow()  # the client that runs it is its own judge
         call = running.calls.setdefault(call_id, _Call(name))
         call.input = dict(tool_input)
         self._tool_start(running, call_id, name)
@@ -497,6 +541,11 @@ class ClaudeAgent:
             return PermissionResultDeny(message="The user declined to answer.", interrupt=False)
         answers = questions.answers_for_tool(tool_input, asked, answer.answers)
         return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
+
+
+def _client_tool(name: str) -> bool:
+    mcp = tools.mcp_parts(name)
+    return mcp is not None and mcp[0] == tools.CLIENT_SERVER
 
 
 def _parsed(text: str | None) -> dict[str, Any] | None:

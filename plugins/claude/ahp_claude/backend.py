@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import shutil
@@ -36,6 +37,11 @@ DEFAULT_MODELS: tuple[Mapping[str, Any], ...] = (
     {"id": "sonnet", "name": "Sonnet"},
     {"id": "haiku", "name": "Haiku"},
 )
+
+
+@functools.lru_cache(maxsize=4096)
+def _uri(directory: str) -> str:
+    return Path(directory).as_uri()
 
 
 def config_dir(env: Mapping[str, str]) -> Path:
@@ -78,6 +84,7 @@ class ClaudeBackend:
         self.home = Path(self.env.get("HOME") or os.environ.get("HOME") or Path.home())
         self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
         self.notifier: BackendNotifier | None = None
+        self._rows: dict[Row, CatalogueRow] = {}
         self._probe, self._watch = probe, watch
         self.watcher: Watcher | None = None
         self.probed = threading.Event()
@@ -195,15 +202,20 @@ class ClaudeBackend:
         return f"(Context from the conversation this side chat started from:)\n{said}".strip()
 
     # -- the catalogue (blocking: the host calls these in a worker thread) ----------------
-    @staticmethod
-    def _row(row: Row) -> CatalogueRow:
-        return CatalogueRow(
-            session_id=row.session_id,
-            title=row.title or "",
-            created_at=row.created_at or row.modified_at,
-            modified_at=row.modified_at,
-            working_directories=(Path(row.cwd).as_uri(),) if row.cwd else (),
-        )
+    def _row(self, row: Row) -> CatalogueRow:
+        # Rows are immutable and most stay unchanged between listings: convert each once.
+        made = self._rows.get(row)
+        if made is None:
+            if len(self._rows) > 4 * len(self.index) + 1000:
+                self._rows.clear()
+            made = self._rows[row] = CatalogueRow(
+                session_id=row.session_id,
+                title=row.title or "",
+                created_at=row.created_at or row.modified_at,
+                modified_at=row.modified_at,
+                working_directories=(_uri(row.cwd),) if row.cwd else (),
+            )
+        return made
 
     def catalogue(
         self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None

@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,40 +58,38 @@ def _iso(ns: int) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _lines(data: bytes, *, skip_first: bool) -> list[dict[str, Any]]:
-    lines = data.split(b"\n")
-    if skip_first:
-        lines = lines[1:]  # the tail starts mid-line
-    found = []
+def _entries(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
     for line in lines:
         try:
             entry = json.loads(line)
         except ValueError:
-            continue
+            continue  # cut at the edge of what was read, or still being written
         if isinstance(entry, dict):
-            found.append(entry)
-    return found
+            yield entry
 
 
 def summarize(path: Path, size: int, mtime_ns: int) -> Row:
     """A row from the head and tail of one transcript."""
     with path.open("rb") as handle:
         head = handle.read(HEAD_BYTES)
-        tail = b""
+        tail = head
         if size > HEAD_BYTES:
             handle.seek(max(size - TAIL_BYTES, HEAD_BYTES))
             tail = handle.read(TAIL_BYTES)
-    first = _lines(head, skip_first=False)
-    last = _lines(tail, skip_first=True) if tail else first
     title = cwd = created = None
-    for entry in first:
+    # Parse lines only until the first prompt: the head's later lines are not needed.
+    for entry in _entries(head.split(b"\n")):
         created = created or entry.get("timestamp")
         cwd = cwd or entry.get("cwd")
         text = prompt_text(entry)
-        if text is not None and title is None:
+        if text is not None:
             title = " ".join(text.split())[:TITLE_CHARS] or None
             break
-    for entry in reversed(last):
+    # Of the tail, only a title the person or the CLI gave matters: skip every other line.
+    named = [
+        line for line in tail.split(b"\n") if b'"custom-title"' in line or b'"summary"' in line
+    ]
+    for entry in reversed(list(_entries(named))):
         if entry.get("type") == "custom-title" and entry.get("customTitle"):
             title = str(entry["customTitle"])
             break
@@ -198,6 +197,9 @@ class TranscriptIndex:
             )
             db.executemany("delete from transcripts where path = ?", [(p,) for p in gone])
         return fresh
+
+    def __len__(self) -> int:
+        return len(self._rows or ())
 
     def rows(self) -> list[Row]:
         """Every transcript that holds a conversation, newest first."""

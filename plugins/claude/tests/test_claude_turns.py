@@ -236,3 +236,83 @@ async def test_ask_user_question_becomes_a_question_and_the_answer_goes_back(
         assert end["type"] == "chat/turnComplete", end
         [result] = anthropic.main_requests()[-1].tool_results()
         assert "Blue" in json.dumps(result["content"])
+
+
+async def test_a_clients_tool_runs_in_the_client_and_its_result_reaches_the_model(
+    claude_host, anthropic, workdir
+):
+    call = ToolUse("mcp__ahp__owner__openFile", {"path": "a.txt"}, id="toolu_client_1")
+    anthropic.script(reply(call), reply("Opened."))
+    async with claude_host() as (running, _):
+        client = await running.connect("owner")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        tool = {
+            "name": "openFile",
+            "description": "Open a file in the editor",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+        }
+        await client.dispatch(
+            session,
+            {
+                "type": "session/activeClientSet",
+                "activeClient": {"clientId": "owner", "tools": [tool]},
+            },
+        )
+        await client.recv_until(is_action("session/activeClientSet", session))
+        await start_turn(client, chat, "open a.txt", "t1")
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        request = needed["params"]["action"]["request"]
+        assert request["kind"] == "toolClientExecution" and request["clientId"] == "owner"
+        assert request["toolCall"]["toolCallId"] == "toolu_client_1"
+        assert request["toolCall"]["toolName"] == "owner__openFile"
+        result = {
+            "success": True,
+            "pastTenseMessage": "Opened a.txt",
+            "content": [{"type": "text", "text": "opened in tab 3"}],
+        }
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/toolCallComplete",
+                "turnId": "t1",
+                "toolCallId": "toolu_client_1",
+                "result": result,
+            },
+        )
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/turnComplete", end
+        [sent] = anthropic.main_requests()[-1].tool_results()
+        assert "opened in tab 3" in json.dumps(sent["content"])
+        # The CLI was offered the tool under the ahp server.
+        names = [t.get("name") for t in anthropic.main_requests()[0].body.get("tools", [])]
+        assert "mcp__ahp__owner__openFile" in names or "ToolSearch" in names
+
+
+async def test_a_steering_message_joins_the_running_turn(claude_host, anthropic, workdir):
+    hold = Hold()
+    anthropic.script(reply("Working on it.", hold), reply("Changed course."))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "long job", "t1")
+        await reached(hold)
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/pendingMessageSet",
+                "kind": "steering",
+                "id": "s1",
+                "message": {"text": "change course", "origin": {"kind": "user"}},
+            },
+        )
+        removed = await client.recv_until(is_action("chat/pendingMessageRemoved", chat))
+        assert removed["params"]["action"]["id"] == "s1"
+        hold.release.set()
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/turnComplete", end
+        assert "change course" in anthropic.main_requests()[-1].tail_text()
+        state = await chat_state(client, chat)
+        assert len(state["turns"]) == 1
+        assert "Changed course." in str(state["turns"][0]["responseParts"])
