@@ -18,6 +18,7 @@ then claude_agent_sdk.list_sessions() over the same folder, as the baseline.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+
+print = functools.partial(print, flush=True)
 
 PROJECTS = 60
 
@@ -138,8 +141,8 @@ def generate(root: Path, count: int, big: int, seed: int = 7) -> list[str]:
 
 async def timed(call: Any) -> tuple[float, Any]:
     started = time.perf_counter()
-    answer = await call
-    return (time.perf_counter() - started) * 1000, answer
+    frame = await call
+    return (time.perf_counter() - started) * 1000, frame.get("result")
 
 
 async def measure(
@@ -163,22 +166,24 @@ async def measure(
     async with running_host([("claude", Plugin())], settings=settings) as running:
         client = await running.connect("bench", conformance=False)
         await client.initialize()
-        figures["cold_ms"], answer = await timed(client.request("listSessions"))
+        figures["cold_ms"], answer = await timed(client.request_frame("listSessions", None, 600))
         figures["listed"] = len(answer["items"])
         warm = []
         for _ in range(7):
-            ms, _ = await timed(client.request("listSessions"))
+            ms, _ = await timed(client.request_frame("listSessions", None, 600))
             warm.append(ms)
         figures["warm_ms"] = statistics.median(warm)
         if not restart:
             opened = []
             for session_id in ids[100:105]:
                 ms, _ = await timed(
-                    client.request("subscribe", {"channel": f"claude:/{session_id}"})
+                    client.request_frame("subscribe", {"channel": f"claude:/{session_id}"}, 600)
                 )
                 opened.append(ms)
             figures["open_ms"] = statistics.median(opened)
-            big, _ = await timed(client.request("subscribe", {"channel": f"claude:/{ids[0]}"}))
+            big, _ = await timed(
+                client.request_frame("subscribe", {"channel": f"claude:/{ids[0]}"}, 600)
+            )
             figures["open_big_ms"] = big
         figures["rss_kib"] = rss_kib() - rss_before
         await client.close()

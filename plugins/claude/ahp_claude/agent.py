@@ -33,7 +33,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from ahp_claude import client_tools, questions, tools
+from ahp_claude import client_tools, questions, shell, tools
 from ahpcore.sessions.contract import (
     AgentRefused,
     ApprovalOption,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 SIGN_IN = (
     "Claude Code is not signed in: run `claude login` (or `claude setup-token`) as the user "
@@ -123,6 +124,7 @@ class ClaudeAgent:
         self._first_turn = True
         self.model: str | None = None
         self.stderr: list[str] = []
+        self.shell = shell.ShellInit(backend.state_dir / "shell" / f"{self.session_id}.sh")
         self.closed = False
         #: Set when the transcript changed under the running CLI.
         self.stale = False
@@ -148,14 +150,17 @@ class ClaudeAgent:
         else:
             resume = {"session_id": self.session_id}
         mcp = client_tools.server(start.client_tools, self._run_client_tool)
+        self.shell.update(config.get(shell.KEY))
+        effort = config.get("thinkingLevel") or config.get("effort")
         return ClaudeAgentOptions(
             mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
             add_dirs=directories[1:],
-            env=self.backend.environment(start.tokens),
+            env={**self.backend.environment(start.tokens), **self.shell.environment()},
             include_partial_messages=True,
             can_use_tool=self._can_use_tool,
             permission_mode=config.get("permissionMode") or None,
+            effort=effort if effort in EFFORTS else None,
             model=config.get("model") or None,
             stderr=self._on_stderr,
             **resume,
@@ -228,6 +233,7 @@ class ClaudeAgent:
 
     async def close(self) -> None:
         self.closed = True
+        self.shell.remove()
         self.backend.live.pop(self.session_id, None)
         if self._scope is not None:
             self._scope.cancel()
@@ -309,6 +315,11 @@ class ClaudeAgent:
         if mode is not None and mode not in PERMISSION_MODES:
             raise AgentRefused(f"Claude has no permission mode {mode!r}")
         self.start = replace(self.start, config={**self.start.config, **values})
+        if shell.KEY in values:
+            self.shell.update(values[shell.KEY])
+        if {"thinkingLevel", "effort"} & set(values):
+            # The CLI fixes its effort when it starts: the next turn starts one that resumes.
+            self.stale = self._started
         client = self._client
         if client is None:
             return

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ahp_claude import transcripts
+from ahp_claude import shell, transcripts
 from ahp_claude.agent import PERMISSION_MODES, ClaudeAgent, Spawn, entry_uuid, to_path
 from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.probe import Watcher, run_probe, session_model
@@ -169,6 +169,7 @@ class ClaudeBackend:
                 "enum": list(PERMISSION_MODES),
                 "default": "default",
             },
+            shell.KEY: dict(shell.SCHEMA),
         }
 
     def environment(self, tokens: Mapping[str, str]) -> dict[str, str]:

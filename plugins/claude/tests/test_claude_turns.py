@@ -316,3 +316,27 @@ async def test_a_steering_message_joins_the_running_turn(claude_host, anthropic,
         state = await chat_state(client, chat)
         assert len(state["turns"]) == 1
         assert "Changed course." in str(state["turns"][0]["responseParts"])
+
+
+async def test_shell_init_scripts_run_before_each_bash_command(claude_host, anthropic, workdir):
+    anthropic.script(
+        reply(ToolUse("Bash", {"command": "echo greeting=$AHP_GREETING", "description": "Greet"})),
+        reply("Done."),
+    )
+    scripts = [
+        {"shell": "bash", "script": "export AHP_GREETING=hello-from-profile"},
+        {"shell": "pwsh", "script": "$env:AHP_GREETING = 'not bash'"},
+    ]
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir, config={"shellInitScripts": scripts})
+        await start_turn(client, chat, "greet", "t1")
+        # A command that expands a variable asks first; the script must not change that.
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        call = needed["params"]["action"]["request"]["toolCall"]
+        assert json.loads(call["toolInput"])["command"] == "echo greeting=$AHP_GREETING"
+        await confirm(client, chat, "t1", call["toolCallId"], True)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        [result] = anthropic.main_requests()[-1].tool_results()
+        assert "greeting=hello-from-profile" in json.dumps(result["content"])
