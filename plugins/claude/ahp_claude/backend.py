@@ -85,6 +85,7 @@ class ClaudeBackend:
         self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
         self.notifier: BackendNotifier | None = None
         self._rows: dict[Row, CatalogueRow] = {}
+        self._listed: tuple[tuple[int, str | None], list[CatalogueRow]] | None = None
         self._probe, self._watch = probe, watch
         self.watcher: Watcher | None = None
         self.probed = threading.Event()
@@ -187,7 +188,9 @@ class ClaudeBackend:
         return agent
 
     def transcript_path(self, session_id: str) -> Path | None:
-        return self.index.path_of(session_id) or transcripts.find(self.config_dir, session_id)
+        # Never load the whole index for one path: a fresh host may not have read it yet.
+        found = self.index.path_of(session_id) if self.index.loaded else None
+        return found or transcripts.find(self.config_dir, session_id)
 
     def fork_point(self, source: str, *ids: str) -> str | None:
         """The transcript entry a fork at a turn continues from: that turn's last entry."""
@@ -221,14 +224,23 @@ class ClaudeBackend:
     def catalogue(
         self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
     ) -> CataloguePage:
+        rows = self._listing(directory)
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        end = len(rows) if limit is None else start + limit
+        return CataloguePage(rows[start:end], str(end) if end < len(rows) else None)
+
+    def _listing(self, directory: str | None) -> list[CatalogueRow]:
+        """Every row (of one directory), newest first; kept until the index changes."""
         rows = self.index.rows()
+        key = (self.index.version, directory)
+        if self._listed is not None and self._listed[0] == key:
+            return self._listed[1]
         if directory is not None:
             wanted = to_path(directory)
             rows = [row for row in rows if row.cwd == wanted]
-        start = int(cursor) if cursor and cursor.isdigit() else 0
-        end = len(rows) if limit is None else start + limit
-        page = [self._row(row) for row in rows[start:end]]
-        return CataloguePage(page, str(end) if end < len(rows) else None)
+        made = [self._row(row) for row in rows]
+        self._listed = (key, made)
+        return made
 
     def lookup(self, session_id: str) -> CatalogueRow | None:
         row = self.index.lookup(session_id)

@@ -111,6 +111,9 @@ class TranscriptIndex:
         self._db: sqlite3.Connection | None = None
         #: False while nothing watches the folder: then each listing looks for changes.
         self.watched = False
+        #: Moves whenever a row is added, changed or dropped.
+        self.version = 0
+        self._listed: tuple[int, list[Row]] | None = None
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
@@ -164,6 +167,8 @@ class TranscriptIndex:
         assert rows is not None
         db = self._connection()
         fresh: list[Row] = []
+        if changed or gone:
+            self.version += 1
         for path in changed:
             stat = files[path]
             try:
@@ -198,6 +203,10 @@ class TranscriptIndex:
             db.executemany("delete from transcripts where path = ?", [(p,) for p in gone])
         return fresh
 
+    @property
+    def loaded(self) -> bool:
+        return self._rows is not None
+
     def __len__(self) -> int:
         return len(self._rows or ())
 
@@ -208,8 +217,11 @@ class TranscriptIndex:
             rows = self._load()
             if not fresh and not self.watched:
                 self._refresh_all()
+            if self._listed is not None and self._listed[0] == self.version:
+                return self._listed[1]
             listed = [row for row in rows.values() if row.title is not None]
-        listed.sort(key=lambda row: row.modified_at, reverse=True)
+            listed.sort(key=lambda row: row.modified_at, reverse=True)
+            self._listed = (self.version, listed)
         return listed
 
     def update(self, paths: list[str]) -> list[Row]:
