@@ -257,7 +257,7 @@ class ClaudeAgent:
         self._turn = running
         message = self._user_message(turn)
         report.reference(message["uuid"])
-        self.backend.references[(self.session_id, turn.turn_id)] = message["uuid"]
+        self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
         try:
             await client.query(_one(message))
             await running.done.wait()
@@ -527,7 +527,19 @@ class ClaudeAgent:
             )
         except TurnEnded:
             call.denied = True
+            self.backend.record_decision(self.session_id, call_id, {"asked": True})
             return PermissionResultDeny(message="The turn ended.", interrupt=True)
+        self.backend.record_decision(
+            self.session_id,
+            call_id,
+            {
+                "asked": True,
+                "approved": approval.approved,
+                "reason": approval.reason,
+                "edited": approval.edited_input,
+                "title": context.title,
+            },
+        )
         if approval.approved:
             edited = _parsed(approval.edited_input)
             if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import os
 import shutil
@@ -192,12 +193,49 @@ class ClaudeBackend:
         found = self.index.path_of(session_id) if self.index.loaded else None
         return found or transcripts.find(self.config_dir, session_id)
 
+    # -- what the transcript does not keep: who was asked, and the turn ids clients know ---
+    def _sidecar_path(self, session_id: str) -> Path:
+        return self.state_dir / "sidecar" / f"{session_id}.json"
+
+    def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
+        """``{"calls": {call id: decision}, "turns": {entry uuid: turn id}}`` of one session."""
+        try:
+            known = dict(json.loads(self._sidecar_path(session_id).read_text()))
+        except (OSError, ValueError):
+            known = {}
+        return {"calls": dict(known.get("calls") or {}), "turns": dict(known.get("turns") or {})}
+
+    def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
+        path = self._sidecar_path(session_id)
+        known = self.sidecar(session_id)
+        known[kind][key] = value
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(known))
+
+    def record_decision(self, session_id: str, call_id: str, decision: Mapping[str, Any]) -> None:
+        """Keep how a person answered a call, so the rebuilt call reads as it did live."""
+        self._remember(session_id, "calls", call_id, dict(decision))
+
+    def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
+        """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""
+        self.references[(session_id, turn_id)] = entry
+        if entry != turn_id:
+            self._remember(session_id, "turns", entry, turn_id)
+
+    def _entry_of(self, session_id: str, turn_id: str) -> str:
+        """The transcript uuid of a turn clients know as ``turn_id``."""
+        found = self.references.get((session_id, turn_id))
+        if found is None:
+            turns = self.sidecar(session_id)["turns"]
+            found = next((e for e, t in turns.items() if t == turn_id), None)
+        return found or entry_uuid(session_id, turn_id)
+
     def fork_point(self, source: str, *ids: str) -> str | None:
         """The transcript entry a fork at a turn continues from: that turn's last entry."""
         path = self.transcript_path(source)
         if path is None:
             return None
-        known = [self.references[(source, i)] for i in ids if (source, i) in self.references]
+        known = [self._entry_of(source, i) for i in ids]
         return transcripts.turn_end_uuid(path, *known, *ids)
 
     def side_context(self, source: str, turn_id: str) -> str:
@@ -250,11 +288,14 @@ class ClaudeBackend:
         path = self.transcript_path(backend_id)
         if path is None:
             return False
-        transcripts.rebuild(transcripts.read_entries(path), reader)
+        entries = transcripts.read_entries(path)
+        sidecar = self.sidecar(backend_id)
+        transcripts.rebuild(entries, reader, sidecar["calls"], sidecar["turns"])
         return True
 
     def delete(self, backend_id: str) -> None:
         path = self.transcript_path(backend_id)
+        self._sidecar_path(backend_id).unlink(missing_ok=True)
         if path is not None:
             path.unlink(missing_ok=True)
             self.index.forget(path)
@@ -267,7 +308,7 @@ class ClaudeBackend:
             raise LookupError(f"no Claude transcript for session {backend_id}")
         keep = None
         if turn_id is not None:
-            keep = self.references.get((backend_id, turn_id)) or entry_uuid(backend_id, turn_id)
+            keep = self._entry_of(backend_id, turn_id)
         transcripts.truncate(path, keep, turn_id)
         agent = self.live.get(backend_id)
         if agent is not None:

@@ -79,11 +79,24 @@ def turns(
     return found
 
 
-def rebuild(entries: list[dict[str, Any]], reader: TranscriptReader) -> None:
+def rebuild(
+    entries: list[dict[str, Any]],
+    reader: TranscriptReader,
+    decisions: Mapping[str, Mapping[str, Any]] | None = None,
+    turn_ids: Mapping[str, str] | None = None,
+) -> None:
+    """Every turn of a transcript through ``reader``.
+
+    ``decisions`` says which calls asked and what the answer was; ``turn_ids`` names
+    the turns whose id was not their transcript uuid.
+    """
+    decisions = decisions or {}
+    turn_ids = turn_ids or {}
     for start, rest in turns(entries):
         text = prompt_text(start) or ""
+        entry = str(start.get("uuid"))
         report = reader.turn(
-            str(start.get("uuid")),
+            turn_ids.get(entry, entry),
             {"text": text, "origin": {"kind": "user"}},
             started_at=start.get("timestamp"),
         )
@@ -103,7 +116,7 @@ def rebuild(entries: list[dict[str, Any]], reader: TranscriptReader) -> None:
             elif isinstance(content, list):
                 for block in content:
                     if isinstance(block, dict) and block.get("type") == "tool_result":
-                        _tool_result(report, block, calls, entry.get("toolUseResult"))
+                        _tool_result(report, block, calls, entry.get("toolUseResult"), decisions)
                     elif isinstance(block, dict) and str(block.get("text", "")).startswith(
                         INTERRUPTED
                     ):
@@ -147,7 +160,11 @@ def _assistant_block(report: Any, block: Any, calls: dict[str, tuple[str, dict[s
 
 
 def _tool_result(
-    report: Any, block: Mapping[str, Any], calls: dict[str, tuple[str, dict[str, Any]]], result: Any
+    report: Any,
+    block: Mapping[str, Any],
+    calls: dict[str, tuple[str, dict[str, Any]]],
+    result: Any,
+    decisions: Mapping[str, Mapping[str, Any]],
 ) -> None:
     call_id = str(block.get("tool_use_id"))
     if call_id not in calls:
@@ -163,7 +180,27 @@ def _tool_result(
         return
     invocation = tools.invocation_message(name, tool_input)
     as_json = json.dumps(tool_input)
-    if block.get("is_error") and any(word in said for word in DENIED):
+    decided = decisions.get(call_id)
+    if decided is not None and decided.get("asked"):
+        approval = (
+            Approval(
+                bool(decided.get("approved")),
+                edited_input=decided.get("edited"),
+                reason=decided.get("reason"),
+            )
+            if "approved" in decided
+            else None
+        )
+        report.tool_decided(
+            call_id,
+            tool_input=as_json,
+            invocation_message=invocation,
+            approval=approval,
+            title=decided.get("title"),
+        )
+        if approval is None or not approval.approved:
+            return
+    elif block.get("is_error") and any(word in said for word in DENIED):
         report.tool_decided(
             call_id,
             tool_input=as_json,
@@ -171,7 +208,8 @@ def _tool_result(
             approval=Approval(False, reason="denied"),
         )
         return
-    report.tool_running(call_id, tool_input=as_json, invocation_message=invocation)
+    else:
+        report.tool_running(call_id, tool_input=as_json, invocation_message=invocation)
     error = bool(block.get("is_error"))
     report.tool_complete(
         call_id,

@@ -92,6 +92,19 @@ async def test_a_bash_call_asks_and_runs_once_approved(claude_host, anthropic, w
         assert json.loads(tool["toolInput"])["command"] == "touch made && echo done"
         assert "done" in tool["content"][0]["text"]
         assert state["turns"][0]["responseParts"][-1]["content"] == "Made it."
+        live = state["turns"][0]
+    # After a restart the call is rebuilt from the transcript as it was: asked, then approved.
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = (await chat_state(client, chat))["turns"][0]
+        assert rebuilt["id"] == live["id"] == "t1"
+        call = next(p["toolCall"] for p in rebuilt["responseParts"] if p["kind"] == "toolCall")
+        assert (call["status"], call["confirmed"]) == ("completed", "user-action")
+        assert [p["kind"] for p in rebuilt["responseParts"]] == [
+            p["kind"] for p in live["responseParts"]
+        ]
 
 
 async def test_two_asks_wait_together_and_a_denied_one_does_not_run(
