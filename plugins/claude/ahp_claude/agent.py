@@ -161,10 +161,21 @@ class ClaudeAgent:
             can_use_tool=self._can_use_tool,
             permission_mode=config.get("permissionMode") or None,
             effort=effort if effort in EFFORTS else None,
+            **self._sandbox(),
             model=config.get("model") or None,
             stderr=self._on_stderr,
             **resume,
         )
+
+    def _sandbox(self) -> dict[str, Any]:
+        preset = self.backend.sandbox
+        # A session stored while a sandbox control existed may still say on: never run it
+        # less sandboxed than it was, unless the preset says off on purpose.
+        if preset == "default" and self.start.config.get("sandboxEnabled") is True:
+            preset = "on"
+        if preset == "default":
+            return {}
+        return {"sandbox": {"enabled": preset == "on"}}
 
     def _on_stderr(self, line: str) -> None:
         self.stderr = [*self.stderr[-20:], line]

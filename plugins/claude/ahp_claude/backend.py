@@ -45,6 +45,9 @@ def _uri(directory: str) -> str:
     return Path(directory).as_uri()
 
 
+SANDBOX_PRESETS = ("default", "on", "off")
+
+
 def config_dir(env: Mapping[str, str]) -> Path:
     """Where the CLI keeps its state: ``CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
     chosen = env.get("CLAUDE_CONFIG_DIR") or os.environ.get("CLAUDE_CONFIG_DIR")
@@ -76,6 +79,7 @@ class ClaudeBackend:
         env: Mapping[str, str] | None = None,
         probe: bool = True,
         watch: bool = True,
+        sandbox: str = "default",
     ) -> None:
         self.state_dir = state_dir
         self.spawn = spawn
@@ -88,6 +92,12 @@ class ClaudeBackend:
         self._rows: dict[Row, CatalogueRow] = {}
         self._listed: tuple[tuple[int, str | None], list[CatalogueRow]] | None = None
         self._probe, self._watch = probe, watch
+        if sandbox not in SANDBOX_PRESETS:
+            raise ValueError(
+                f"sandbox must be one of {', '.join(SANDBOX_PRESETS)}, not {sandbox!r}"
+            )
+        #: default: whatever the CLI's own settings say; on / off: this backend decides.
+        self.sandbox = sandbox
         self.watcher: Watcher | None = None
         self.probed = threading.Event()
         #: What the boot probe learned from a CLI (get_server_info), once it answered.
@@ -140,7 +150,7 @@ class ClaudeBackend:
             self._on_loop(notifier.agents_changed)
 
     def _transcripts_changed(self, paths: list[str]) -> None:
-        fresh = self.index.update(paths)
+        fresh = self.index.update(paths) if paths else self.index.refresh()
         notifier = self.notifier
         # The contract has no way yet to say a past session appeared; a core that offers one
         # (sessions_changed) hears of it.

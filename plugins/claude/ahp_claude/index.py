@@ -147,7 +147,7 @@ class TranscriptIndex:
                 continue
         return found
 
-    def _refresh_all(self) -> None:
+    def _refresh_all(self) -> list[Row]:
         rows = self._rows
         assert rows is not None
         files = self._files()
@@ -158,7 +158,7 @@ class TranscriptIndex:
             or (row.size, row.mtime_ns) != (stat.st_size, stat.st_mtime_ns)
         ]
         gone = [path for path in rows if path not in files]
-        self._apply(changed, gone, files)
+        return self._apply(changed, gone, files)
 
     def _apply(
         self, changed: list[str], gone: list[str], files: dict[str, os.stat_result]
@@ -223,6 +223,14 @@ class TranscriptIndex:
             listed.sort(key=lambda row: row.modified_at, reverse=True)
             self._listed = (self.version, listed)
         return listed
+
+    def refresh(self) -> list[Row]:
+        """Look at the whole folder again; returns new or changed rows."""
+        with self._lock:
+            if self._rows is None:
+                self._load()
+                return []
+            return self._refresh_all()
 
     def update(self, paths: list[str]) -> list[Row]:
         """Look again at the named files (a watcher saw them change); returns new or changed rows."""

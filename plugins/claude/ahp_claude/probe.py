@@ -99,14 +99,24 @@ class Watcher:
         from watchfiles import watch
 
         try:
-            self.ready.set()
             for changes in watch(
-                self.folder, stop_event=self.stop, debounce=200, step=50, rust_timeout=500
+                self.folder,
+                stop_event=self.stop,
+                debounce=200,
+                step=50,
+                rust_timeout=500,
+                yield_on_timeout=True,
             ):
+                if not changes and self.ready.is_set():
+                    continue
+                # The first (empty) answer says the watch is on: what changed before it
+                # began is caught by one look at the whole folder (an empty list).
+                paths = sorted({path for _, path in changes})
                 try:
-                    self.changed(sorted({path for _, path in changes}))
+                    self.changed(paths)
                 except Exception:
                     log.exception("the Claude transcript index could not take a change")
+                self.ready.set()
         except Exception as exc:
             log.info("not watching %s: %s", self.folder, exc)
 

@@ -133,3 +133,33 @@ def test_the_catalogue_pages_newest_first_and_filters_by_directory(
     odd = backend.catalogue(directory=(tmp_path / "1").as_uri())
     assert [r.title for r in odd.rows] == ["prompt 3", "prompt 1"]
     backend.stop()
+
+
+@pytest.mark.parametrize(
+    ("preset", "stored", "expected"),
+    [
+        ("default", {}, None),
+        ("on", {}, {"enabled": True}),
+        ("off", {"sandboxEnabled": True}, {"enabled": False}),
+        ("default", {"sandboxEnabled": True}, {"enabled": True}),
+    ],
+)
+def test_sandbox_presets_decide_what_the_cli_is_told(
+    tmp_path: Path, claude_env: dict[str, str], preset: str, stored: dict, expected: object
+):
+    from ahp_claude.agent import ClaudeAgent
+    from ahpcore.sessions.contract import ChatStart
+
+    backend = ClaudeBackend(
+        tmp_path / "state", no_spawn, env=claude_env, probe=False, watch=False, sandbox=preset
+    )
+    start = ChatStart("s", "ahp-chat://x", SESSION, (tmp_path.as_uri(),), stored)
+    options = ClaudeAgent(backend, start, no_spawn).options()
+    assert options.sandbox == expected
+    assert options.cwd == str(tmp_path)
+    assert options.session_id == SESSION  # the id the client chose names the transcript
+
+
+def test_an_unknown_sandbox_preset_is_refused_in_words(tmp_path: Path):
+    with pytest.raises(ValueError, match="default, on, off"):
+        ClaudeBackend(tmp_path, no_spawn, sandbox="maybe")
