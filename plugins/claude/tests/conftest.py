@@ -155,9 +155,8 @@ async def reached(hold: Hold) -> None:
 
 
 def agent_of(running: Any, chat: str) -> ClaudeAgent:
-    for session in running.host.sessions.sessions.values():
-        if chat in session.chats:
-            agent = session.chats[chat].agent
-            assert isinstance(agent, ClaudeAgent)
+    backend = running.host.backends["claude"]
+    for agent in backend.live.values():
+        if agent.start.chat_uri == chat:
             return agent
     raise LookupError(chat)
