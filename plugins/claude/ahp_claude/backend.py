@@ -179,9 +179,11 @@ class ClaudeBackend:
                 "type": "string",
                 "title": "Permissions",
                 "enum": list(PERMISSION_MODES),
+                "enumLabels": ["Ask first", "Accept edits", "Plan only", "Bypass permissions"],
                 "default": "default",
+                "sessionMutable": True,
             },
-            shell.KEY: dict(shell.SCHEMA),
+            shell.KEY: {**shell.SCHEMA, "sessionMutable": True},
         }
 
     def environment(self, tokens: Mapping[str, str]) -> dict[str, str]:

@@ -353,3 +353,86 @@ async def test_shell_init_scripts_run_before_each_bash_command(claude_host, anth
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         [result] = anthropic.main_requests()[-1].tool_results()
         assert "greeting=hello-from-profile" in json.dumps(result["content"])
+
+
+async def test_a_write_shows_its_diff_before_approval_and_allow_always_stops_the_asking(
+    claude_host, anthropic, workdir
+):
+    target = workdir / "notes.txt"
+    target.write_text("old line\n")
+    edit = {"file_path": str(target), "old_string": "old line", "new_string": "new line"}
+    again = {"file_path": str(target), "old_string": "new line", "new_string": "third line"}
+    anthropic.script(
+        reply(ToolUse("Edit", edit)),
+        reply("Edited."),
+        reply(ToolUse("Edit", again)),
+        reply("Edited again."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "edit it", "t1")
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        call = needed["params"]["action"]["request"]["toolCall"]["toolCallId"]
+        ready = next(
+            a["action"]
+            for a in client.actions_for(chat)
+            if a["action"]["type"] == "chat/toolCallReady" and a["action"]["toolCallId"] == call
+        )
+        ids = [o["id"] for o in ready["options"]]
+        assert ids[0] == "allow" and ids[-1] == "deny" and "allow-always" in ids
+        [item] = ready["edits"]["items"]
+        assert item["after"]["uri"] == target.as_uri()
+        after = await client.request("resourceRead", {"uri": item["after"]["content"]["uri"]})
+        assert after["data"] == "new line\n"  # the diff is drawn before anybody decides
+        assert target.read_text() == "old line\n"
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": "t1",
+                "toolCallId": call,
+                "approved": True,
+                "confirmed": "user-action",
+                "selectedOptionId": "allow-always",
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert target.read_text() == "new line\n"
+        # Allowed always: the next edit runs without asking.
+        await start_turn(client, chat, "edit it again", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert target.read_text() == "third line\n"
+        state = await chat_state(client, chat)
+        second = next(
+            p["toolCall"] for p in state["turns"][1]["responseParts"] if p["kind"] == "toolCall"
+        )
+        assert second["confirmed"] == "not-needed" and second["status"] == "completed"
+
+
+async def test_a_permission_mode_change_reaches_the_running_cli(claude_host, anthropic, workdir):
+    target = workdir / "new.txt"
+    anthropic.script(
+        reply("Ready."),
+        reply(ToolUse("Write", {"file_path": str(target), "content": "hi"})),
+        reply("Wrote it."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hello", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        seq = await client.dispatch(
+            session, {"type": "session/configChanged", "config": {"permissionMode": "acceptEdits"}}
+        )
+        assert "rejectionReason" not in await client.answer_to(seq)
+        await start_turn(client, chat, "write it", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert target.read_text() == "hi"  # written without asking: edits are accepted now
+        seq = await client.dispatch(
+            session, {"type": "session/configChanged", "config": {"permissionMode": "yolo"}}
+        )
+        refused = await client.answer_to(seq)
+        assert "yolo" in refused.get("rejectionReason", "")
