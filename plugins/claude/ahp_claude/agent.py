@@ -27,6 +27,8 @@ from claude_agent_sdk import (
     ResultMessage,
     StreamEvent,
     SystemMessage,
+    TextBlock,
+    ThinkingBlock,
     ToolPermissionContext,
     ToolResultBlock,
     ToolUseBlock,
@@ -86,8 +88,19 @@ def entry_uuid(session_id: str, turn_id: str) -> str:
 
 
 @dataclass
+class _Stream:
+    """Where one agent's messages go: the chat's turn, or a subagent's child chat."""
+
+    report: TurnReporter
+    blocks: dict[int, str] = field(default_factory=dict)
+    #: True once partial messages arrived for it (a subagent's may come whole only).
+    partial: bool = False
+
+
+@dataclass
 class _Call:
     name: str
+    stream: _Stream
     input: dict[str, Any] = field(default_factory=dict)
     started: bool = False
     settled: bool = False  # ready was reported (asked, or ran without asking)
@@ -101,10 +114,14 @@ class _Turn:
     error: str | None = None
     live: bool = True  # False once cancelled: what the CLI says while draining is dropped
     calls: dict[str, _Call] = field(default_factory=dict)
-    blocks: dict[int, str] = field(default_factory=dict)
+    #: Subagents running for a call of this turn, by that call's id.
+    children: dict[str, _Stream] = field(default_factory=dict)
     questions: set[str] = field(default_factory=set)
     #: Steering messages sent into this turn that no result has taken in yet.
     steering: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.main = _Stream(self.report)
 
 
 class ClaudeAgent:
@@ -158,6 +175,7 @@ class ClaudeAgent:
             add_dirs=directories[1:],
             env={**self.backend.environment(start.tokens), **self.shell.environment()},
             include_partial_messages=True,
+            forward_subagent_text=True,  # a subagent's words go to its child chat
             can_use_tool=self._can_use_tool,
             permission_mode=config.get("permissionMode") or None,
             effort=effort if effort in EFFORTS else None,
@@ -363,33 +381,63 @@ class ClaudeAgent:
             return
         if not running.live:
             return
+        parent = getattr(message, "parent_tool_use_id", None)
+        stream = running.main if parent is None else self._child(running, parent)
+        if stream is None:
+            return
         if isinstance(message, StreamEvent):
-            if message.parent_tool_use_id is None:
-                self._on_event(running, message.event)
+            self._on_event(running, stream, message.event)
         elif isinstance(message, AssistantMessage):
-            if message.parent_tool_use_id is not None:
-                return
             if message.error == "authentication_failed":
                 running.error = SIGN_IN
             for block in message.content:
                 if isinstance(block, ToolUseBlock):
-                    self._tool_ready(running, block)
+                    self._tool_ready(running, stream, block)
+                elif not stream.partial and isinstance(block, TextBlock):
+                    stream.report.text(block.text)
+                elif not stream.partial and isinstance(block, ThinkingBlock):
+                    stream.report.reasoning(block.thinking)
         elif isinstance(message, UserMessage) and isinstance(message.content, list):
-            if message.parent_tool_use_id is not None:
-                return
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
 
-    def _on_event(self, running: _Turn, event: Mapping[str, Any]) -> None:
+    def _child(self, running: _Turn, call_id: str) -> _Stream | None:
+        """The child chat a subagent's messages go to, opened with its first message."""
+        child = running.children.get(call_id)
+        if child is not None:
+            return child
+        call = running.calls.get(call_id)
+        if call is None or call.name not in tools.SUBAGENT_TOOLS:
+            return None
+        report = call.stream.report
+        if not call.settled:
+            call.settled = True  # it runs: nobody was asked
+            report.tool_running(
+                call_id,
+                tool_input=json.dumps(call.input),
+                invocation_message=tools.invocation_message(call.name, call.input),
+            )
+        name = str(call.input.get("subagent_type") or "general-purpose")
+        description = str(call.input.get("description") or name)
+        try:
+            child = _Stream(report.subagent(call_id, name, description))
+        except Exception:  # a reporter that cannot open child chats: the call still runs
+            log.debug("no child chat for subagent %s", call_id, exc_info=True)
+            return None
+        running.children[call_id] = child
+        return child
+
+    def _on_event(self, running: _Turn, stream: _Stream, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
-        report = running.report
+        report = stream.report
+        stream.partial = True
         if kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":
                 call_id, name = str(block["id"]), str(block["name"])
-                running.blocks[int(event.get("index", 0))] = call_id
-                running.calls[call_id] = _Call(name)
+                stream.blocks[int(event.get("index", 0))] = call_id
+                running.calls[call_id] = _Call(name, stream)
                 if name == "AskUserQuestion":
                     running.questions.add(call_id)
                     return
@@ -401,7 +449,7 @@ class ClaudeAgent:
             elif delta.get("type") == "thinking_delta":
                 report.reasoning(str(delta.get("thinking", "")))
             elif delta.get("type") == "input_json_delta":
-                call_id = running.blocks.get(int(event.get("index", 0)))
+                call_id = stream.blocks.get(int(event.get("index", 0)))
                 if call_id and call_id not in running.questions:
                     report.tool_input(call_id, str(delta.get("partial_json", "")))
 
@@ -413,23 +461,23 @@ class ClaudeAgent:
         mcp = tools.mcp_parts(name)
         if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
             # A client's tool: the core names it and its contributor.
-            running.report.tool_start(call_id, mcp[1])
+            call.stream.report.tool_start(call_id, mcp[1])
             return
-        running.report.tool_start(
+        call.stream.report.tool_start(
             call_id,
             name,
             meta=tools.tool_meta(name),
             mcp_server=mcp[0] if mcp else None,
         )
 
-    def _tool_ready(self, running: _Turn, block: ToolUseBlock) -> None:
-        call = running.calls.setdefault(block.id, _Call(block.name))
+    def _tool_ready(self, running: _Turn, stream: _Stream, block: ToolUseBlock) -> None:
+        call = running.calls.setdefault(block.id, _Call(block.name, stream))
         call.input = dict(block.input)
         if block.id in running.questions or call.settled or _client_tool(block.name):
             return
         self._tool_start(running, block.id, block.name)
         # Whether it asks is known only if can_use_tool is called: say ready, decide later.
-        running.report.tool_ready(
+        call.stream.report.tool_ready(
             block.id,
             tool_input=json.dumps(call.input),
             invocation_message=tools.invocation_message(call.name, call.input),
@@ -441,7 +489,7 @@ class ClaudeAgent:
             return
         if _client_tool(call.name):
             return  # the client already completed it
-        report = running.report
+        report = call.stream.report
         if not call.settled:
             call.settled = True
             report.tool_running(
@@ -498,7 +546,7 @@ class ClaudeAgent:
         call = running.calls[call_id]
         call.settled = True
         try:
-            return await running.report.client_tool(
+            return await call.stream.report.client_tool(
                 call_id,
                 name,
                 tool_input=json.dumps(arguments),
@@ -519,7 +567,7 @@ class ClaudeAgent:
             return await self._ask(running, tool_input)
         if _client_tool(name):
             return PermissionResultAllow()  # the client that runs it is its own judge
-        call = running.calls.setdefault(call_id, _Call(name))
+        call = running.calls.setdefault(call_id, _Call(name, running.main))
         call.input = dict(tool_input)
         self._tool_start(running, call_id, name)
         call.settled = True
@@ -528,7 +576,7 @@ class ClaudeAgent:
             options.append(ApprovalOption(ALLOW_ALWAYS, "Allow always", "approve"))
         options.append(ApprovalOption(DENY, "Deny", "deny"))
         try:
-            approval = await running.report.tool_approval(
+            approval = await call.stream.report.tool_approval(
                 call_id,
                 tool_input=json.dumps(tool_input),
                 invocation_message=tools.invocation_message(name, tool_input),

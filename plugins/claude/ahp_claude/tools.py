@@ -24,6 +24,9 @@ KINDS: Mapping[str, str] = {
     "Agent": "subagent",
 }
 
+#: Tools that run a subagent (a child chat).
+SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
+
 #: Tools whose approval carries a file edit.
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 

@@ -436,3 +436,39 @@ async def test_a_permission_mode_change_reaches_the_running_cli(claude_host, ant
         )
         refused = await client.answer_to(seq)
         assert "yolo" in refused.get("rejectionReason", "")
+
+
+async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anthropic, workdir):
+    task = {
+        "description": "Look around",
+        "prompt": "Find the answer",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,  # in the foreground, so the script's order is the order
+    }
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_agent_1")),
+        reply("The answer is 42."),  # the subagent's own request
+        reply("My helper says 42."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        state = await chat_state(client, chat)
+        call = next(
+            p["toolCall"] for p in state["turns"][0]["responseParts"] if p["kind"] == "toolCall"
+        )
+        assert call["toolCallId"] == "toolu_agent_1" and call["status"] == "completed"
+        start = next(
+            a["action"]
+            for a in client.actions_for(chat)
+            if a["action"]["type"] == "chat/toolCallStart"
+        )
+        assert start["_meta"] == {"toolKind": "subagent"}
+        child = call["_meta"]["subagentChatUri"]
+        assert call["_meta"]["subagentDescription"] == "Look around"
+        child_state = await chat_state(client, child)
+        assert "The answer is 42." in str(child_state["turns"][-1]["responseParts"])
+        assert state["turns"][0]["responseParts"][-1]["content"] == "My helper says 42."
