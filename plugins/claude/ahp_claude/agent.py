@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -36,6 +36,15 @@ from claude_agent_sdk import (
 )
 
 from ahp_claude import client_tools, questions, shell, tools
+from ahp_claude.turn_state import (
+    Call,
+    Stream,
+    Turn,
+    about_sign_in,
+    is_client_tool,
+    one_message,
+    parsed_input,
+)
 from ahpcore.sessions.contract import (
     AgentRefused,
     ApprovalOption,
@@ -87,43 +96,6 @@ def entry_uuid(session_id: str, turn_id: str) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ahp-claude:{session_id}:{turn_id}"))
 
 
-@dataclass
-class _Stream:
-    """Where one agent's messages go: the chat's turn, or a subagent's child chat."""
-
-    report: TurnReporter
-    blocks: dict[int, str] = field(default_factory=dict)
-    #: True once partial messages arrived for it (a subagent's may come whole only).
-    partial: bool = False
-
-
-@dataclass
-class _Call:
-    name: str
-    stream: _Stream
-    input: dict[str, Any] = field(default_factory=dict)
-    started: bool = False
-    settled: bool = False  # ready was reported (asked, or ran without asking)
-    denied: bool = False
-
-
-@dataclass
-class _Turn:
-    report: TurnReporter
-    done: anyio.Event = field(default_factory=anyio.Event)
-    error: str | None = None
-    live: bool = True  # False once cancelled: what the CLI says while draining is dropped
-    calls: dict[str, _Call] = field(default_factory=dict)
-    #: Subagents running for a call of this turn, by that call's id.
-    children: dict[str, _Stream] = field(default_factory=dict)
-    questions: set[str] = field(default_factory=set)
-    #: Steering messages sent into this turn that no result has taken in yet.
-    steering: set[str] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        self.main = _Stream(self.report)
-
-
 class ClaudeAgent:
     def __init__(self, backend: ClaudeBackend, start: ChatStart, spawn: Spawn) -> None:
         self.backend = backend
@@ -135,7 +107,7 @@ class ClaudeAgent:
         self._ended = anyio.Event()
         self._failure: str | None = None
         self._scope: anyio.CancelScope | None = None
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._one_turn = anyio.Lock()
         self._started = False
         self._first_turn = True
@@ -282,13 +254,13 @@ class ClaudeAgent:
             self.start = replace(self.start, client_tools=tuple(turn.client_tools))
             self.stale = self._started
         client = await self._ensure()
-        running = _Turn(report)
+        running = Turn(report)
         self._turn = running
         message = self._user_message(turn)
         report.reference(message["uuid"])
         self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
         try:
-            await client.query(_one(message))
+            await client.query(one_message(message))
             await running.done.wait()
         except anyio.get_cancelled_exc_class():
             running.live = False
@@ -300,7 +272,7 @@ class ClaudeAgent:
         if running.error is not None:
             raise ClaudeTurnFailed(running.error)
 
-    async def _interrupt(self, client: ClaudeSDKClient, running: _Turn) -> None:
+    async def _interrupt(self, client: ClaudeSDKClient, running: Turn) -> None:
         """Stop the CLI's turn and wait until it says the turn ended, so the next starts clean."""
         with anyio.move_on_after(DRAIN_SECONDS):
             try:
@@ -335,7 +307,7 @@ class ClaudeAgent:
             "uuid": str(uuid.uuid4()),
         }
         running.steering.add(steering["uuid"])
-        self._spawn(client.query, _one(steering), name="claude steering")
+        self._spawn(client.query, one_message(steering), name="claude steering")
         return True
 
     async def configure(self, values: Mapping[str, Any]) -> None:
@@ -402,7 +374,7 @@ class ClaudeAgent:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
 
-    def _child(self, running: _Turn, call_id: str) -> _Stream | None:
+    def _child(self, running: Turn, call_id: str) -> Stream | None:
         """The child chat a subagent's messages go to, opened with its first message."""
         child = running.children.get(call_id)
         if child is not None:
@@ -421,14 +393,14 @@ class ClaudeAgent:
         name = str(call.input.get("subagent_type") or "general-purpose")
         description = str(call.input.get("description") or name)
         try:
-            child = _Stream(report.subagent(call_id, name, description))
+            child = Stream(report.subagent(call_id, name, description))
         except Exception:  # a reporter that cannot open child chats: the call still runs
             log.debug("no child chat for subagent %s", call_id, exc_info=True)
             return None
         running.children[call_id] = child
         return child
 
-    def _on_event(self, running: _Turn, stream: _Stream, event: Mapping[str, Any]) -> None:
+    def _on_event(self, running: Turn, stream: Stream, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         report = stream.report
         stream.partial = True
@@ -437,7 +409,7 @@ class ClaudeAgent:
             if block.get("type") == "tool_use":
                 call_id, name = str(block["id"]), str(block["name"])
                 stream.blocks[int(event.get("index", 0))] = call_id
-                running.calls[call_id] = _Call(name, stream)
+                running.calls[call_id] = Call(name, stream)
                 if name == "AskUserQuestion":
                     running.questions.add(call_id)
                     return
@@ -453,7 +425,7 @@ class ClaudeAgent:
                 if call_id and call_id not in running.questions:
                     report.tool_input(call_id, str(delta.get("partial_json", "")))
 
-    def _tool_start(self, running: _Turn, call_id: str, name: str) -> None:
+    def _tool_start(self, running: Turn, call_id: str, name: str) -> None:
         call = running.calls[call_id]
         if call.started:
             return
@@ -470,10 +442,10 @@ class ClaudeAgent:
             mcp_server=mcp[0] if mcp else None,
         )
 
-    def _tool_ready(self, running: _Turn, stream: _Stream, block: ToolUseBlock) -> None:
-        call = running.calls.setdefault(block.id, _Call(block.name, stream))
+    def _tool_ready(self, running: Turn, stream: Stream, block: ToolUseBlock) -> None:
+        call = running.calls.setdefault(block.id, Call(block.name, stream))
         call.input = dict(block.input)
-        if block.id in running.questions or call.settled or _client_tool(block.name):
+        if block.id in running.questions or call.settled or is_client_tool(block.name):
             return
         self._tool_start(running, block.id, block.name)
         # Whether it asks is known only if can_use_tool is called: say ready, decide later.
@@ -483,11 +455,11 @@ class ClaudeAgent:
             invocation_message=tools.invocation_message(call.name, call.input),
         )
 
-    def _on_tool_result(self, running: _Turn, block: ToolResultBlock) -> None:
+    def _on_tool_result(self, running: Turn, block: ToolResultBlock) -> None:
         call = running.calls.get(block.tool_use_id)
         if call is None or block.tool_use_id in running.questions or call.denied:
             return
-        if _client_tool(call.name):
+        if is_client_tool(call.name):
             return  # the client already completed it
         report = call.stream.report
         if not call.settled:
@@ -507,7 +479,7 @@ class ClaudeAgent:
             error=(content[0]["text"] if content else "failed") if error else None,
         )
 
-    def _on_result(self, running: _Turn, message: ResultMessage) -> None:
+    def _on_result(self, running: Turn, message: ResultMessage) -> None:
         usage = message.usage or {}
         if running.live and usage:
             cost = message.total_cost_usd
@@ -521,7 +493,7 @@ class ClaudeAgent:
             )
         if message.is_error and running.error is None:
             said = message.result or ", ".join(message.errors or ()) or message.subtype
-            running.error = SIGN_IN if _about_sign_in(said) else f"Claude Code: {said}"
+            running.error = SIGN_IN if about_sign_in(said) else f"Claude Code: {said}"
         running.steering -= set(message.user_message_uuids or ())
         if running.steering and running.live and running.error is None:
             # A steering message came too late for this run: the CLI answers it next, still
@@ -565,9 +537,9 @@ class ClaudeAgent:
         call_id = context.tool_use_id or ""
         if name == "AskUserQuestion":
             return await self._ask(running, tool_input)
-        if _client_tool(name):
+        if is_client_tool(name):
             return PermissionResultAllow()  # the client that runs it is its own judge
-        call = running.calls.setdefault(call_id, _Call(name, running.main))
+        call = running.calls.setdefault(call_id, Call(name, running.main))
         call.input = dict(tool_input)
         self._tool_start(running, call_id, name)
         call.settled = True
@@ -600,7 +572,7 @@ class ClaudeAgent:
             },
         )
         if approval.approved:
-            edited = _parsed(approval.edited_input)
+            edited = parsed_input(approval.edited_input)
             if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:
                 # "Allow always": the CLI's own suggestion becomes a rule it keeps.
                 return PermissionResultAllow(
@@ -612,7 +584,7 @@ class ClaudeAgent:
         return PermissionResultDeny(message=said, interrupt=False)
 
     async def _ask(
-        self, running: _Turn, tool_input: dict[str, Any]
+        self, running: Turn, tool_input: dict[str, Any]
     ) -> PermissionResultAllow | PermissionResultDeny:
         asked = questions.to_protocol(tool_input)
         try:
@@ -623,33 +595,3 @@ class ClaudeAgent:
             return PermissionResultDeny(message="The user declined to answer.", interrupt=False)
         answers = questions.answers_for_tool(tool_input, asked, answer.answers)
         return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
-
-
-def _client_tool(name: str) -> bool:
-    mcp = tools.mcp_parts(name)
-    return mcp is not None and mcp[0] == tools.CLIENT_SERVER
-
-
-def _parsed(text: str | None) -> dict[str, Any] | None:
-    if not text:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _about_sign_in(said: str) -> bool:
-    lowered = said.lower()
-    return any(
-        word in lowered
-        for word in ("api key", "/login", "authentication", "401", "not logged in", "unauthorized")
-    )
-
-
-async def _one(message: dict[str, Any]) -> Any:
-    yield message
-
-
-Runner = Callable[[], Awaitable[None]]

@@ -101,6 +101,24 @@ def summarize(path: Path, size: int, mtime_ns: int) -> Row:
     )
 
 
+def _expanded(paths: list[str]) -> list[str]:
+    """The transcripts among ``paths``, and those inside a folder among them.
+
+    A new project folder may get its first transcript before the watch on it
+    begins, so a folder that appears is looked into.
+    """
+    found: list[str] = []
+    for path in paths:
+        if path.endswith(".jsonl"):
+            found.append(path)
+        elif os.path.isdir(path):
+            try:
+                found += [e.path for e in os.scandir(path) if e.name.endswith(".jsonl")]
+            except OSError:
+                continue
+    return found
+
+
 class TranscriptIndex:
     def __init__(self, projects: Path, database: Path) -> None:
         self.projects = projects
@@ -238,9 +256,7 @@ class TranscriptIndex:
             self._load()
             files: dict[str, os.stat_result] = {}
             gone: list[str] = []
-            for path in paths:
-                if not path.endswith(".jsonl"):
-                    continue
+            for path in _expanded(paths):
                 try:
                     files[path] = os.stat(path)
                 except OSError:
