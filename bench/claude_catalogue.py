@@ -164,7 +164,8 @@ async def measure(
     rss_before = rss_kib()
     settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
     async with running_host([("claude", Plugin())], settings=settings) as running:
-        client = await running.connect("bench", conformance=False)
+        # No wire validation in the client: the figures are the host's, not the checker's.
+        client = await running.connect("bench", validate=False, conformance=False)
         await client.initialize()
         figures["cold_ms"], answer = await timed(client.request_frame("listSessions", None, 600))
         figures["listed"] = len(answer["items"])
@@ -173,6 +174,11 @@ async def measure(
             ms, _ = await timed(client.request_frame("listSessions", None, 600))
             warm.append(ms)
         figures["warm_ms"] = statistics.median(warm)
+        paged = []
+        for _ in range(7):
+            ms, _ = await timed(client.request_frame("listSessions", {"limit": 50}, 600))
+            paged.append(ms)
+        figures["page_ms"] = statistics.median(paged)
         if not restart:
             opened = []
             for session_id in ids[100:105]:
@@ -248,6 +254,7 @@ def main() -> None:
         print(f"listSessions cold, no index:       {first['cold_ms']:8.1f} ms")
         print(f"listSessions cold, index on disk:  {again['cold_ms']:8.1f} ms")
         print(f"listSessions warm (median of 7):   {first['warm_ms']:8.1f} ms")
+        print(f"listSessions warm, limit 50:       {first['page_ms']:8.1f} ms")
         print(f"open one past session by id:       {first['open_ms']:8.1f} ms (median of 5)")
         print(f"open a 5 MB past session by id:    {first['open_big_ms']:8.1f} ms")
         print(

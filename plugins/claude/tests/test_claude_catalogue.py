@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from ahp_claude.backend import ClaudeBackend
+from ahpcore.protocol.wire import validate_value
 
 pytestmark = pytest.mark.anyio
 
@@ -66,6 +67,7 @@ async def test_the_boot_probe_lists_the_clis_models_with_their_effort_levels(
     with anyio.fail_after(30):
         await heard.agents.wait()
     [after] = backend.agents()
+    assert validate_value("AgentInfo", after) == []
     ids = [model["id"] for model in after["models"]]
     assert "default" in ids
     with_effort = [m for m in after["models"] if "configSchema" in m]
