@@ -1,0 +1,597 @@
+"""The live agent behind one chat: one Claude Code CLI, driven through ``ClaudeSDKClient``.
+
+The SDK client enters a task group when it connects and must leave it from the
+same task, so each agent runs its CLI in a task of its own (``_own``) that reads
+every message the CLI sends and hands it to the turn running now. Turns talk to
+the CLI by writing to it (``query``, ``interrupt``), which any task may do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import anyio
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    TextBlock,
+    ThinkingBlock,
+    ToolPermissionContext,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from ahp_claude import client_tools, questions, shell, tools
+from ahp_claude.turn_state import (
+    Call,
+    Stream,
+    Turn,
+    about_sign_in,
+    is_client_tool,
+    one_message,
+    parsed_input,
+)
+from ahpcore.sessions.contract import (
+    AgentRefused,
+    ApprovalOption,
+    ChatStart,
+    Cost,
+    TurnEnded,
+    TurnInput,
+    TurnReporter,
+)
+
+if TYPE_CHECKING:
+    from ahp_claude.backend import ClaudeBackend
+
+log = logging.getLogger(__name__)
+
+PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
+
+SIGN_IN = (
+    "Claude Code is not signed in: run `claude login` (or `claude setup-token`) as the user "
+    "running the host, or set ANTHROPIC_API_KEY in its environment, then try again."
+)
+
+#: How long a cancelled turn waits for the CLI to finish the turn it interrupted.
+DRAIN_SECONDS = 5.0
+
+#: The answers a tool call that asks offers.
+ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
+
+Spawn = Callable[..., None]
+
+
+class ClaudeTurnFailed(RuntimeError):
+    """The CLI ended a turn in an error (its own words)."""
+
+
+def to_path(directory: str) -> str:
+    """A working directory as a path (the protocol names them by file URI)."""
+    if directory.startswith("file:"):
+        return url2pathname(urlparse(directory).path)
+    return directory
+
+
+def entry_uuid(session_id: str, turn_id: str) -> str:
+    """The transcript uuid a turn's message is stored under: the turn id when it is a UUID."""
+    try:
+        return str(uuid.UUID(turn_id))
+    except ValueError:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ahp-claude:{session_id}:{turn_id}"))
+
+
+class ClaudeAgent:
+    def __init__(self, backend: ClaudeBackend, start: ChatStart, spawn: Spawn) -> None:
+        self.backend = backend
+        self.start = start
+        self.session_id = start.backend_id
+        self._spawn = spawn
+        self._client: ClaudeSDKClient | None = None
+        self._ready = anyio.Event()
+        self._ended = anyio.Event()
+        self._failure: str | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._turn: Turn | None = None
+        self._one_turn = anyio.Lock()
+        self._started = False
+        self._first_turn = True
+        self.model: str | None = None
+        self.stderr: list[str] = []
+        self.shell = shell.ShellInit(backend.state_dir / "shell" / f"{self.session_id}.sh")
+        self.closed = False
+        #: Set when the transcript changed under the running CLI.
+        self.stale = False
+
+    # -- the CLI's life -----------------------------------------------------------
+    def options(self) -> ClaudeAgentOptions:
+        start = self.start
+        directories = [to_path(d) for d in start.working_directories] or [str(self.backend.home)]
+        config = start.config
+        resume: dict[str, Any] = {}
+        if start.fork_from is not None:
+            source, turn_id = start.fork_from
+            resume = {
+                "resume": source,
+                "fork_session": True,
+                "session_id": self.session_id,
+                "resume_session_at": self.backend.fork_point(
+                    source, start.references.get(turn_id) or entry_uuid(source, turn_id), turn_id
+                ),
+            }
+        elif start.resume and self.backend.transcript_path(self.session_id) is not None:
+            resume = {"resume": self.session_id}
+        else:
+            resume = {"session_id": self.session_id}
+        mcp = client_tools.server(start.client_tools, self._run_client_tool)
+        self.shell.update(config.get(shell.KEY))
+        effort = config.get("thinkingLevel") or config.get("effort")
+        return ClaudeAgentOptions(
+            mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
+            cwd=directories[0],
+            add_dirs=[*directories[1:]],
+            env={**self.backend.environment(start.tokens), **self.shell.environment()},
+            include_partial_messages=True,
+            forward_subagent_text=True,  # a subagent's words go to its child chat
+            can_use_tool=self._can_use_tool,
+            permission_mode=config.get("permissionMode") or None,
+            effort=effort if effort in EFFORTS else None,
+            **self._sandbox(),
+            model=config.get("model") or None,
+            stderr=self._on_stderr,
+            **resume,
+        )
+
+    def _sandbox(self) -> dict[str, Any]:
+        preset = self.backend.sandbox
+        # A session stored while a sandbox control existed may still say on: never run it
+        # less sandboxed than it was, unless the preset says off on purpose.
+        if preset == "default" and self.start.config.get("sandboxEnabled") is True:
+            preset = "on"
+        if preset == "default":
+            return {}
+        return {"sandbox": {"enabled": preset == "on"}}
+
+    def _on_stderr(self, line: str) -> None:
+        self.stderr = [*self.stderr[-20:], line]
+
+    async def _ensure(self) -> ClaudeSDKClient:
+        if self.closed:
+            raise RuntimeError(f"the Claude agent for {self.session_id} is closed")
+        if self.stale and self._started and not self._ended.is_set():
+            # The transcript changed under the CLI (a truncation): start one that reads it anew.
+            if self._scope is not None:
+                self._scope.cancel()
+            await self._ended.wait()
+        self.stale = False
+        if self._started and self._ended.is_set():
+            # The CLI exited (or was killed): the next turn starts one that resumes the transcript.
+            self._started = False
+            self._ready, self._ended, self._failure = anyio.Event(), anyio.Event(), None
+            self.start = replace(self.start, resume=True, fork_from=None)
+        if not self._started:
+            self._started = True
+            self._spawn(self._own, name=f"claude {self.session_id}")
+        await self._ready.wait()
+        if self._client is None:
+            raise ClaudeTurnFailed(self._failure or "Claude Code did not start")
+        return self._client
+
+    async def _own(self) -> None:
+        client = ClaudeSDKClient(self.options())
+        try:
+            with anyio.CancelScope() as self._scope:
+                try:
+                    await client.connect()
+                except Exception as exc:
+                    self._failure = f"Claude Code did not start: {exc}"
+                    log.warning("%s", self._failure)
+                    return
+                self._client = client
+                self._ready.set()
+                try:
+                    async for message in client.receive_messages():
+                        self._on_message(message)
+                except Exception as exc:
+                    self._failure = f"Claude Code stopped: {exc}"
+                else:
+                    self._failure = "Claude Code exited"
+        finally:
+            self._client = None
+            self._ready.set()
+            self._ended.set()
+            turn = self._turn
+            if turn is not None and not turn.done.is_set():
+                turn.error = self._failure or "Claude Code exited"
+                turn.done.set()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                try:
+                    await client.disconnect()
+                except Exception:  # the process may be gone already
+                    log.debug("disconnect after the CLI ended", exc_info=True)
+
+    @property
+    def pid(self) -> int | None:
+        """The CLI's process id while it runs."""
+        transport = getattr(self._client, "_transport", None)
+        process = getattr(transport, "_process", None)
+        return getattr(process, "pid", None)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.shell.remove()
+        self.backend.live.pop(self.session_id, None)
+        if self._scope is not None:
+            self._scope.cancel()
+            with anyio.move_on_after(10):
+                await self._ended.wait()
+
+    # -- turns ----------------------------------------------------------------------
+    async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        # One turn at a time: a turn started while a cancelled one drains waits for it.
+        async with self._one_turn:
+            await self._run_turn(turn, report)
+
+    async def _run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        offered = sorted(str(t.get("name")) for t in self.start.client_tools)
+        if sorted(str(t.get("name")) for t in turn.client_tools) != offered:
+            # The CLI learns its MCP tools when it starts: new client tools need a new CLI.
+            self.start = replace(self.start, client_tools=tuple(turn.client_tools))
+            self.stale = self._started
+        client = await self._ensure()
+        running = Turn(report)
+        self._turn = running
+        message = self._user_message(turn)
+        report.reference(message["uuid"])
+        self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
+        try:
+            await client.query(one_message(message))
+            await running.done.wait()
+        except anyio.get_cancelled_exc_class():
+            running.live = False
+            with anyio.CancelScope(shield=True):
+                await self._interrupt(client, running)
+            raise
+        finally:
+            self._first_turn = False
+        if running.error is not None:
+            raise ClaudeTurnFailed(running.error)
+
+    async def _interrupt(self, client: ClaudeSDKClient, running: Turn) -> None:
+        """Stop the CLI's turn and wait until it says the turn ended, so the next starts clean."""
+        with anyio.move_on_after(DRAIN_SECONDS):
+            try:
+                await client.interrupt()
+            except Exception:
+                log.debug("interrupt failed", exc_info=True)
+                return
+            await running.done.wait()
+
+    def _user_message(self, turn: TurnInput) -> dict[str, Any]:
+        text = turn.text
+        if self._first_turn and self.start.side_of is not None:
+            text = f"{self.backend.side_context(*self.start.side_of)}\n\n{text}"
+        return {
+            "type": "user",
+            "message": {"role": "user", "content": text},
+            "parent_tool_use_id": None,
+            "session_id": self.session_id,
+            "uuid": turn.uuid or entry_uuid(self.session_id, turn.turn_id),
+        }
+
+    def steer(self, message: Mapping[str, Any]) -> bool:
+        """Send a message into the running turn; the CLI takes it at its next step."""
+        client, running = self._client, self._turn
+        if client is None or running is None or running.done.is_set():
+            return False
+        steering: dict[str, Any] = {
+            "type": "user",
+            "message": {"role": "user", "content": str(message.get("text", ""))},
+            "parent_tool_use_id": None,
+            "session_id": self.session_id,
+            "uuid": str(uuid.uuid4()),
+        }
+        running.steering.add(steering["uuid"])
+        self._spawn(client.query, one_message(steering), name="claude steering")
+        return True
+
+    async def configure(self, values: Mapping[str, Any]) -> None:
+        """Permission mode and model change in the running CLI; the next start uses them too."""
+        mode = values.get("permissionMode")
+        if mode is not None and mode not in PERMISSION_MODES:
+            raise AgentRefused(f"Claude has no permission mode {mode!r}")
+        self.start = replace(self.start, config={**self.start.config, **values})
+        if shell.KEY in values:
+            self.shell.update(values[shell.KEY])
+        if {"thinkingLevel", "effort"} & set(values):
+            # The CLI fixes its effort when it starts: the next turn starts one that resumes.
+            self.stale = self._started
+        client = self._client
+        if client is None:
+            return
+        if mode is not None:
+            await client.set_permission_mode(mode)
+        if "model" in values:
+            await client.set_model(values["model"] or None)
+
+    # -- what the CLI says --------------------------------------------------------------
+    def _on_message(self, message: Any) -> None:
+        running = self._turn
+        if isinstance(message, SystemMessage):
+            if message.subtype == "init":
+                self.model = message.data.get("model") or self.model
+            elif (
+                message.subtype == "api_retry"
+                and message.data.get("error") == "authentication_failed"
+                and running is not None
+                and running.live
+            ):
+                # The CLI would retry a key the API refused for minutes: stop and say so.
+                running.error, running.live = SIGN_IN, False
+                if self._client is not None:
+                    self._spawn(self._client.interrupt, name="claude interrupt")
+            return
+        if running is None or running.done.is_set():
+            return
+        if isinstance(message, ResultMessage):
+            self._on_result(running, message)
+            return
+        if not running.live:
+            return
+        parent = getattr(message, "parent_tool_use_id", None)
+        stream = running.main if parent is None else self._child(running, parent)
+        if stream is None:
+            return
+        if isinstance(message, StreamEvent):
+            self._on_event(running, stream, message.event)
+        elif isinstance(message, AssistantMessage):
+            if message.error == "authentication_failed":
+                running.error = SIGN_IN
+            for block in message.content:
+                if isinstance(block, ToolUseBlock):
+                    self._tool_ready(running, stream, block)
+                elif not stream.partial and isinstance(block, TextBlock):
+                    stream.report.text(block.text)
+                elif not stream.partial and isinstance(block, ThinkingBlock):
+                    stream.report.reasoning(block.thinking)
+        elif isinstance(message, UserMessage) and isinstance(message.content, list):
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    self._on_tool_result(running, block)
+
+    def _child(self, running: Turn, call_id: str) -> Stream | None:
+        """The child chat a subagent's messages go to, opened with its first message."""
+        child = running.children.get(call_id)
+        if child is not None:
+            return child
+        call = running.calls.get(call_id)
+        if call is None or call.name not in tools.SUBAGENT_TOOLS:
+            return None
+        report = call.stream.report
+        if not call.settled:
+            call.settled = True  # it runs: nobody was asked
+            report.tool_running(
+                call_id,
+                tool_input=json.dumps(call.input),
+                invocation_message=tools.invocation_message(call.name, call.input),
+            )
+        name = str(call.input.get("subagent_type") or "general-purpose")
+        description = str(call.input.get("description") or name)
+        try:
+            child = Stream(report.subagent(call_id, name, description))
+        except Exception:  # a reporter that cannot open child chats: the call still runs
+            log.debug("no child chat for subagent %s", call_id, exc_info=True)
+            return None
+        running.children[call_id] = child
+        return child
+
+    def _on_event(self, running: Turn, stream: Stream, event: Mapping[str, Any]) -> None:
+        kind = event.get("type")
+        report = stream.report
+        stream.partial = True
+        if kind == "content_block_start":
+            block = event.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                call_id, name = str(block["id"]), str(block["name"])
+                stream.blocks[int(event.get("index", 0))] = call_id
+                running.calls[call_id] = Call(name, stream)
+                if name == "AskUserQuestion":
+                    running.questions.add(call_id)
+                    return
+                self._tool_start(running, call_id, name)
+        elif kind == "content_block_delta":
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                report.text(str(delta.get("text", "")))
+            elif delta.get("type") == "thinking_delta":
+                report.reasoning(str(delta.get("thinking", "")))
+            elif delta.get("type") == "input_json_delta":
+                streaming = stream.blocks.get(int(event.get("index", 0)))
+                if streaming and streaming not in running.questions:
+                    report.tool_input(streaming, str(delta.get("partial_json", "")))
+
+    def _tool_start(self, running: Turn, call_id: str, name: str) -> None:
+        call = running.calls[call_id]
+        if call.started:
+            return
+        call.started = True
+        mcp = tools.mcp_parts(name)
+        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
+            # A client's tool: the core names it and its contributor.
+            call.stream.report.tool_start(call_id, mcp[1])
+            return
+        call.stream.report.tool_start(
+            call_id,
+            name,
+            meta=tools.tool_meta(name),
+            mcp_server=mcp[0] if mcp else None,
+        )
+
+    def _tool_ready(self, running: Turn, stream: Stream, block: ToolUseBlock) -> None:
+        call = running.calls.setdefault(block.id, Call(block.name, stream))
+        call.input = dict(block.input)
+        if block.id in running.questions or call.settled or is_client_tool(block.name):
+            return
+        self._tool_start(running, block.id, block.name)
+        # Whether it asks is known only if can_use_tool is called: say ready, decide later.
+        call.stream.report.tool_ready(
+            block.id,
+            tool_input=json.dumps(call.input),
+            invocation_message=tools.invocation_message(call.name, call.input),
+        )
+
+    def _on_tool_result(self, running: Turn, block: ToolResultBlock) -> None:
+        call = running.calls.get(block.tool_use_id)
+        if call is None or block.tool_use_id in running.questions or call.denied:
+            return
+        if is_client_tool(call.name):
+            return  # the client already completed it
+        report = call.stream.report
+        if not call.settled:
+            call.settled = True
+            report.tool_running(
+                block.tool_use_id,
+                tool_input=json.dumps(call.input),
+                invocation_message=tools.invocation_message(call.name, call.input),
+            )
+        error = bool(block.is_error)
+        content = tools.result_content(block.content)
+        report.tool_complete(
+            block.tool_use_id,
+            success=not error,
+            past_tense_message=tools.past_tense_message(call.name, call.input),
+            content=content,
+            error=(content[0]["text"] if content else "failed") if error else None,
+        )
+
+    def _on_result(self, running: Turn, message: ResultMessage) -> None:
+        usage = message.usage or {}
+        if running.live and usage:
+            cost = message.total_cost_usd
+            running.report.usage(
+                input_tokens=int(usage.get("input_tokens") or 0),
+                output_tokens=int(usage.get("output_tokens") or 0),
+                model=self.model,
+                cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
+                cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
+                cost=Cost(float(cost)) if cost is not None else None,
+            )
+        if message.is_error and running.error is None:
+            said = message.result or ", ".join(message.errors or ()) or message.subtype
+            running.error = SIGN_IN if about_sign_in(said) else f"Claude Code: {said}"
+        running.steering -= set(message.user_message_uuids or ())
+        if running.steering and running.live and running.error is None:
+            # A steering message came too late for this run: the CLI answers it next, still
+            # as part of this turn.
+            return
+        running.done.set()
+
+    async def _run_client_tool(self, name: str, arguments: dict[str, Any]) -> Mapping[str, Any]:
+        running = self._turn
+        if running is None or running.done.is_set():
+            return {"success": False, "error": {"message": "no turn is running"}}
+        full = f"mcp__{tools.CLIENT_SERVER}__{name}"
+        candidates = [
+            call_id
+            for call_id, call in running.calls.items()
+            if call.name == full and not call.settled
+        ]
+        matching = [c for c in candidates if running.calls[c].input == arguments]
+        if not (matching or candidates):
+            return {"success": False, "error": {"message": f"no call of {name} is waiting"}}
+        call_id = (matching or candidates)[0]
+        call = running.calls[call_id]
+        call.settled = True
+        try:
+            return await call.stream.report.client_tool(
+                call_id,
+                name,
+                tool_input=json.dumps(arguments),
+                invocation_message=f"Run `{name}`",
+            )
+        except TurnEnded:
+            return {"success": False, "error": {"message": "the turn ended"}}
+
+    # -- asking ------------------------------------------------------------------------
+    async def _can_use_tool(
+        self, name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        running = self._turn
+        if running is None or running.done.is_set() or not running.live:
+            return PermissionResultDeny(message="The turn has ended.", interrupt=True)
+        call_id = context.tool_use_id or ""
+        if name == "AskUserQuestion":
+            return await self._ask(running, tool_input)
+        if is_client_tool(name):
+            return PermissionResultAllow()  # the client that runs it is its own judge
+        call = running.calls.setdefault(call_id, Call(name, running.main))
+        call.input = dict(tool_input)
+        self._tool_start(running, call_id, name)
+        call.settled = True
+        options = [ApprovalOption(ALLOW, "Allow", "approve")]
+        if context.suggestions:
+            options.append(ApprovalOption(ALLOW_ALWAYS, "Allow always", "approve"))
+        options.append(ApprovalOption(DENY, "Deny", "deny"))
+        try:
+            approval = await call.stream.report.tool_approval(
+                call_id,
+                tool_input=json.dumps(tool_input),
+                invocation_message=tools.invocation_message(name, tool_input),
+                title=context.title,
+                options=options,
+                edits=tools.pending_edits(name, tool_input),
+            )
+        except TurnEnded:
+            call.denied = True
+            self.backend.record_decision(self.session_id, call_id, {"asked": True})
+            return PermissionResultDeny(message="The turn ended.", interrupt=True)
+        self.backend.record_decision(
+            self.session_id,
+            call_id,
+            {
+                "asked": True,
+                "approved": approval.approved,
+                "reason": approval.reason,
+                "edited": approval.edited_input,
+                "title": context.title,
+            },
+        )
+        if approval.approved:
+            edited = parsed_input(approval.edited_input)
+            if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:
+                # "Allow always": the CLI's own suggestion becomes a rule it keeps.
+                return PermissionResultAllow(
+                    updated_input=edited, updated_permissions=list(context.suggestions)
+                )
+            return PermissionResultAllow(updated_input=edited)
+        call.denied = True
+        said = approval.suggestion or "The user denied this tool call."
+        return PermissionResultDeny(message=said, interrupt=False)
+
+    async def _ask(
+        self, running: Turn, tool_input: dict[str, Any]
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        asked = questions.to_protocol(tool_input)
+        try:
+            answer = await running.report.ask(asked)
+        except TurnEnded:
+            return PermissionResultDeny(message="The turn ended.", interrupt=True)
+        if answer.response != "accept":
+            return PermissionResultDeny(message="The user declined to answer.", interrupt=False)
+        answers = questions.answers_for_tool(tool_input, asked, answer.answers)
+        return PermissionResultAllow(updated_input={**tool_input, "answers": answers})

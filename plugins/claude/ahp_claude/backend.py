@@ -1,0 +1,327 @@
+"""The Claude backend: Claude Code sessions through claude-agent-sdk and the CLI it ships."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ahp_claude import shell, transcripts
+from ahp_claude.agent import PERMISSION_MODES, ClaudeAgent, Spawn, entry_uuid, to_path
+from ahp_claude.index import Row, TranscriptIndex
+from ahp_claude.probe import Watcher, run_probe, session_model
+from ahpcore.sessions.contract import (
+    Abilities,
+    BackendNotifier,
+    CataloguePage,
+    CatalogueRow,
+    ChatStart,
+    TranscriptReader,
+)
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "claude"
+API_RESOURCE = "https://api.anthropic.com"
+
+#: Shown until a CLI has said which models it offers.
+DEFAULT_MODELS: tuple[Mapping[str, Any], ...] = (
+    {"id": "default", "name": "Default (recommended)"},
+    {"id": "opus", "name": "Opus"},
+    {"id": "sonnet", "name": "Sonnet"},
+    {"id": "haiku", "name": "Haiku"},
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _uri(directory: str) -> str:
+    return Path(directory).as_uri()
+
+
+SANDBOX_PRESETS = ("default", "on", "off")
+
+
+def config_dir(env: Mapping[str, str]) -> Path:
+    """Where the CLI keeps its state: ``CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    chosen = env.get("CLAUDE_CONFIG_DIR") or os.environ.get("CLAUDE_CONFIG_DIR")
+    if chosen:
+        return Path(chosen)
+    home = env.get("HOME") or os.environ.get("HOME") or str(Path.home())
+    return Path(home) / ".claude"
+
+
+class ClaudeBackend:
+    provider = PROVIDER
+    abilities = Abilities(
+        resume=True,
+        fork=True,
+        side_chat=True,
+        truncate=True,
+        delete=True,
+        list_sessions=True,
+        steering=True,
+        multiple_working_directories=True,
+        configure=True,
+    )
+
+    def __init__(
+        self,
+        state_dir: Path,
+        spawn: Spawn,
+        *,
+        env: Mapping[str, str] | None = None,
+        probe: bool = True,
+        watch: bool = True,
+        sandbox: str = "default",
+    ) -> None:
+        self.state_dir = state_dir
+        self.spawn = spawn
+        #: Set on top of the host's own environment for every CLI this backend starts.
+        self.env = dict(env or {})
+        self.config_dir = config_dir(self.env)
+        self.home = Path(self.env.get("HOME") or os.environ.get("HOME") or Path.home())
+        self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
+        self.notifier: BackendNotifier | None = None
+        self._rows: dict[Row, CatalogueRow] = {}
+        self._listed: tuple[tuple[int, str | None], list[CatalogueRow]] | None = None
+        self._probe, self._watch = probe, watch
+        if sandbox not in SANDBOX_PRESETS:
+            raise ValueError(
+                f"sandbox must be one of {', '.join(SANDBOX_PRESETS)}, not {sandbox!r}"
+            )
+        #: default: whatever the CLI's own settings say; on / off: this backend decides.
+        self.sandbox = sandbox
+        self.watcher: Watcher | None = None
+        self.probed = threading.Event()
+        #: What the boot probe learned from a CLI (get_server_info), once it answered.
+        self.server_info: dict[str, Any] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: The live agent of each conversation, by its session id.
+        self.live: dict[str, ClaudeAgent] = {}
+        #: (session id, turn id) -> the transcript uuid its message was stored under.
+        self.references: dict[tuple[str, str], str] = {}
+        self.models: list[dict[str, Any]] = [
+            {**model, "provider": PROVIDER} for model in DEFAULT_MODELS
+        ]
+
+    def attach(self, notifier: BackendNotifier) -> None:
+        """Start the boot probe and the transcript watcher; both report through ``notifier``."""
+        self.notifier = notifier
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        if self._watch and self.watcher is None:
+            projects = self.index.projects
+            projects.mkdir(parents=True, exist_ok=True)
+            self.watcher = Watcher(str(projects), self._transcripts_changed).start()
+            self.index.watched = True
+        if self._probe:
+            run_probe(self.env, str(self.home), self._probed)
+
+    def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+            self.index.watched = False
+        self.index.close()
+
+    def _on_loop(self, call: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(call)
+
+    def _probed(self, info: dict[str, Any]) -> None:
+        models = [session_model(m, PROVIDER) for m in info.get("models") or () if m.get("value")]
+        self.server_info = info
+        if models:
+            self.models = models
+        self.probed.set()
+        notifier = self.notifier
+        if notifier is not None:
+            self._on_loop(notifier.agents_changed)
+
+    def _transcripts_changed(self, paths: list[str]) -> None:
+        fresh = self.index.update(paths) if paths else self.index.refresh()
+        notifier = self.notifier
+        # The contract has no way yet to say a past session appeared; a core that offers one
+        # (sessions_changed) hears of it.
+        tell = getattr(notifier, "sessions_changed", None)
+        if fresh and tell is not None:
+            ids = [row.session_id for row in fresh]
+            self._on_loop(lambda: tell(ids))
+
+    # -- what the root lists ------------------------------------------------------------
+    def agents(self) -> Sequence[Mapping[str, Any]]:
+        return [
+            {
+                "provider": PROVIDER,
+                "displayName": "Claude",
+                "description": "Claude Code, through the Claude Agent SDK",
+                "models": self.models,
+                "protectedResources": [
+                    {"resource": API_RESOURCE, "resource_name": "Anthropic API", "required": False}
+                ],
+            }
+        ]
+
+    def session_config(self, directory: str | None, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {
+            "permissionMode": {
+                "type": "string",
+                "title": "Permissions",
+                "enum": list(PERMISSION_MODES),
+                "enumLabels": ["Ask first", "Accept edits", "Plan only", "Bypass permissions"],
+                "default": "default",
+                "sessionMutable": True,
+            },
+            shell.KEY: {**shell.SCHEMA, "sessionMutable": True},
+        }
+
+    def environment(self, tokens: Mapping[str, str]) -> dict[str, str]:
+        """What a CLI gets on top of the host's environment; a pushed token adds a key."""
+        env = dict(self.env)
+        token = tokens.get(API_RESOURCE)
+        if token:
+            env["ANTHROPIC_API_KEY"] = token
+        return env
+
+    # -- chats ----------------------------------------------------------------------------
+    async def start(self, start: ChatStart) -> ClaudeAgent:
+        agent = ClaudeAgent(self, start, self.spawn)
+        self.live[start.backend_id] = agent
+        return agent
+
+    def transcript_path(self, session_id: str) -> Path | None:
+        # Never load the whole index for one path: a fresh host may not have read it yet.
+        found = self.index.path_of(session_id) if self.index.loaded else None
+        return found or transcripts.find(self.config_dir, session_id)
+
+    # -- what the transcript does not keep: who was asked, and the turn ids clients know ---
+    def _sidecar_path(self, session_id: str) -> Path:
+        return self.state_dir / "sidecar" / f"{session_id}.json"
+
+    def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
+        """``{"calls": {call id: decision}, "turns": {entry uuid: turn id}}`` of one session."""
+        try:
+            known = dict(json.loads(self._sidecar_path(session_id).read_text()))
+        except (OSError, ValueError):
+            known = {}
+        return {"calls": dict(known.get("calls") or {}), "turns": dict(known.get("turns") or {})}
+
+    def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
+        path = self._sidecar_path(session_id)
+        known = self.sidecar(session_id)
+        known[kind][key] = value
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(known))
+
+    def record_decision(self, session_id: str, call_id: str, decision: Mapping[str, Any]) -> None:
+        """Keep how a person answered a call, so the rebuilt call reads as it did live."""
+        self._remember(session_id, "calls", call_id, dict(decision))
+
+    def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
+        """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""
+        self.references[(session_id, turn_id)] = entry
+        if entry != turn_id:
+            self._remember(session_id, "turns", entry, turn_id)
+
+    def _entry_of(self, session_id: str, turn_id: str) -> str:
+        """The transcript uuid of a turn clients know as ``turn_id``."""
+        found = self.references.get((session_id, turn_id))
+        if found is None:
+            turns = self.sidecar(session_id)["turns"]
+            found = next((e for e, t in turns.items() if t == turn_id), None)
+        return found or entry_uuid(session_id, turn_id)
+
+    def fork_point(self, source: str, *ids: str) -> str | None:
+        """The transcript entry a fork at a turn continues from: that turn's last entry."""
+        path = self.transcript_path(source)
+        if path is None:
+            return None
+        known = [self._entry_of(source, i) for i in ids]
+        return transcripts.turn_end_uuid(path, *known, *ids)
+
+    def side_context(self, source: str, turn_id: str) -> str:
+        path = self.transcript_path(source)
+        said = transcripts.turn_text(path, entry_uuid(source, turn_id), turn_id) if path else ""
+        return f"(Context from the conversation this side chat started from:)\n{said}".strip()
+
+    # -- the catalogue (blocking: the host calls these in a worker thread) ----------------
+    def _row(self, row: Row) -> CatalogueRow:
+        # Rows are immutable and most stay unchanged between listings: convert each once.
+        made = self._rows.get(row)
+        if made is None:
+            if len(self._rows) > 4 * len(self.index) + 1000:
+                self._rows.clear()
+            made = self._rows[row] = CatalogueRow(
+                session_id=row.session_id,
+                title=row.title or "",
+                created_at=row.created_at or row.modified_at,
+                modified_at=row.modified_at,
+                working_directories=(_uri(row.cwd),) if row.cwd else (),
+            )
+        return made
+
+    def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> CataloguePage:
+        rows = self._listing(directory)
+        start = int(cursor) if cursor and cursor.isdigit() else 0
+        end = len(rows) if limit is None else start + limit
+        return CataloguePage(rows[start:end], str(end) if end < len(rows) else None)
+
+    def _listing(self, directory: str | None) -> list[CatalogueRow]:
+        """Every row (of one directory), newest first; kept until the index changes."""
+        rows = self.index.rows()
+        key = (self.index.version, directory)
+        if self._listed is not None and self._listed[0] == key:
+            return self._listed[1]
+        if directory is not None:
+            wanted = to_path(directory)
+            rows = [row for row in rows if row.cwd == wanted]
+        made = [self._row(row) for row in rows]
+        self._listed = (key, made)
+        return made
+
+    def lookup(self, session_id: str) -> CatalogueRow | None:
+        row = self.index.lookup(session_id)
+        return self._row(row) if row is not None and row.title is not None else None
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+        path = self.transcript_path(backend_id)
+        if path is None:
+            return False
+        entries = transcripts.read_entries(path)
+        sidecar = self.sidecar(backend_id)
+        transcripts.rebuild(entries, reader, sidecar["calls"], sidecar["turns"])
+        return True
+
+    def delete(self, backend_id: str) -> None:
+        path = self.transcript_path(backend_id)
+        self._sidecar_path(backend_id).unlink(missing_ok=True)
+        if path is not None:
+            path.unlink(missing_ok=True)
+            self.index.forget(path)
+            # The CLI keeps a folder of its own beside the transcript for subagents and tools.
+            shutil.rmtree(path.with_suffix(""), ignore_errors=True)
+
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        path = self.transcript_path(backend_id)
+        if path is None:
+            raise LookupError(f"no Claude transcript for session {backend_id}")
+        keep = None
+        if turn_id is not None:
+            keep = self._entry_of(backend_id, turn_id)
+        transcripts.truncate(path, keep, turn_id)
+        agent = self.live.get(backend_id)
+        if agent is not None:
+            agent.stale = True

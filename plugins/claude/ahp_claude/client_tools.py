@@ -1,0 +1,55 @@
+"""Tools clients provide, offered to the CLI through one in-process MCP server named ``ahp``.
+
+The MCP handler learns the tool's name and input but not the model's tool-use id,
+so a call is matched to the tool_use block the model streamed: by tool name, then
+by input, oldest first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
+
+from ahp_claude.tools import CLIENT_SERVER
+
+#: (tool name as the client named it, input) -> the ToolCallResult the client gave.
+Runner = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]]
+
+
+def server(definitions: Sequence[Mapping[str, Any]], run: Runner) -> McpSdkServerConfig | None:
+    tools: list[SdkMcpTool[Any]] = []
+    for definition in definitions:
+        name = str(definition.get("name", ""))
+        if not name:
+            continue
+        schema = definition.get("inputSchema") or {"type": "object", "properties": {}}
+
+        async def handler(arguments: dict[str, Any], name: str = name) -> dict[str, Any]:
+            result = await run(name, dict(arguments))
+            return to_mcp(result)
+
+        tools.append(
+            SdkMcpTool(
+                name=name,
+                description=str(definition.get("description") or definition.get("title") or name),
+                input_schema=dict(schema),
+                handler=handler,
+            )
+        )
+    return create_sdk_mcp_server(CLIENT_SERVER, tools=tools) if tools else None
+
+
+def to_mcp(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A protocol ToolCallResult as an MCP tool result."""
+    content = []
+    for item in result.get("content") or ():
+        if item.get("type") == "text":
+            content.append({"type": "text", "text": str(item.get("text", ""))})
+        else:
+            content.append({"type": "text", "text": json.dumps(item)})
+    if not content and result.get("error"):
+        content.append({"type": "text", "text": str(result["error"].get("message", "failed"))})
+    return {"content": content, "is_error": not result.get("success", True)}

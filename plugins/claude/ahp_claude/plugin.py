@@ -1,0 +1,44 @@
+"""The ``claude`` plugin: registers the Claude backend, its catalogue under the host's state.
+
+Environment:
+
+- ``AHP_CLAUDE_SANDBOX``: ``default`` (the CLI's own settings), ``on`` or ``off``.
+- ``AHP_CLAUDE_PROBE=0``: do not start a CLI at startup to learn its models.
+- ``AHP_CLAUDE_WATCH=0``: do not watch the transcripts folder (each listing looks instead).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ahp_claude.backend import ClaudeBackend
+from ahpcore.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+    from ahpcore.ports import Backend
+
+
+def backend_for(host: Host, env: dict[str, str] | None = None, **options: Any) -> ClaudeBackend:
+    def spawn(function: Callable[..., Any], *args: Any, name: str | None = None) -> None:
+        host.spawn(function, *args, name=name)
+
+    return ClaudeBackend(host.settings.state_dir / "claude", spawn, env=env, **options)
+
+
+def _on(name: str) -> bool:
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@hookimpl
+def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
+    register(
+        backend_for(
+            host,
+            probe=_on("AHP_CLAUDE_PROBE"),
+            watch=_on("AHP_CLAUDE_WATCH"),
+            sandbox=os.environ.get("AHP_CLAUDE_SANDBOX", "default").strip() or "default",
+        )
+    )

@@ -1,0 +1,85 @@
+"""shellInitScripts: the window's shell profile, sourced before every Bash command.
+
+The CLI's shell tool has no setting for an init script. Rewriting each command in
+a PreToolUse hook would work, but the CLI judges whether to ask on the rewritten
+command, so even ``ls`` would then ask. Instead the CLI's bash gets ``BASH_ENV``,
+which every non-interactive bash sources first: a wrapper file of the session's
+own that sources the script with its stderr dropped and prints a nonzero status,
+so a broken profile never hides the command's own output. The files live for the
+session's life and are rewritten when the config changes. Only bash entries are
+sourced: the CLI's shell is bash everywhere.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+KEY = "shellInitScripts"
+
+SCHEMA: Mapping[str, Any] = {
+    "type": "array",
+    "title": "Shell init scripts",
+    "description": "Scripts run before each shell command (the folder's shell profile)",
+    "readOnly": True,
+    "items": {
+        "type": "object",
+        "title": "Script",
+        "properties": {
+            "shell": {"type": "string", "title": "Shell"},
+            "script": {"type": "string", "title": "Script"},
+        },
+    },
+}
+
+
+def bash_script(entries: Any) -> str:
+    if not isinstance(entries, Sequence) or isinstance(entries, str):
+        return ""
+    scripts = [
+        str(entry.get("script", ""))
+        for entry in entries
+        if isinstance(entry, Mapping) and str(entry.get("shell", "bash")).lower() in ("bash", "sh")
+    ]
+    return "\n".join(s for s in scripts if s.strip())
+
+
+class ShellInit:
+    """Keeps the script file and answers the Bash PreToolUse hook."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.active = False
+
+    def update(self, entries: Any) -> None:
+        script = bash_script(entries)
+        self.active = bool(script)
+        if self.active:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(script + "\n")
+        else:
+            self.path.unlink(missing_ok=True)
+
+    @property
+    def wrapper(self) -> Path:
+        return self.path.with_suffix(".env.sh")
+
+    def environment(self) -> dict[str, str]:
+        """What the CLI's environment needs so its bash sources the script."""
+        quoted = shlex.quote(str(self.path))
+        self.wrapper.parent.mkdir(parents=True, exist_ok=True)
+        self.wrapper.write_text(
+            f"if [ -f {quoted} ]; then\n"
+            f"  . {quoted} 2>/dev/null\n"
+            "  __ahp_init=$?\n"
+            '  [ "$__ahp_init" -ne 0 ] && echo "(shell init script exited with $__ahp_init)"\n'
+            "  unset __ahp_init\n"
+            "fi\n"
+        )
+        return {"BASH_ENV": str(self.wrapper)}
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+        self.wrapper.unlink(missing_ok=True)

@@ -1,0 +1,162 @@
+"""A scripted Anthropic API and a host whose Claude backend runs the real CLI against it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anthropic_server import AnthropicServer, Hold
+
+from ahp_claude import ClaudeAgent
+from ahp_claude.backend import ClaudeBackend
+from ahp_claude.plugin import backend_for
+from ahpcore.hookspecs import hookimpl
+from ahpcore.host import HostSettings
+from ahpcore.testing import AhpTestClient, RunningHost, running_host
+
+
+@pytest.fixture
+def anthropic() -> Iterator[AnthropicServer]:
+    server = AnthropicServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def claude_env(tmp_path: Path, anthropic: AnthropicServer) -> dict[str, str]:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    return {
+        "ANTHROPIC_BASE_URL": anthropic.url,
+        "ANTHROPIC_API_KEY": "sk-ant-test-dummy",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "HOME": str(home),
+        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
+    }
+
+
+class ClaudePlugin:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.backend: ClaudeBackend | None = None
+
+    @hookimpl
+    def ahp_backends(self, host: Any, register: Callable[[Any], None]) -> None:
+        # No boot probe: it would start a second CLI in every test.
+        self.backend = backend_for(host, self.env, probe=False, watch=False)
+        register(self.backend)
+
+
+@pytest.fixture
+def claude_host(tmp_path: Path, claude_env: dict[str, str]) -> Callable[..., Any]:
+    """``async with claude_host() as (running, backend)``; state and transcripts survive reuse."""
+
+    @asynccontextmanager
+    async def start(
+        env: dict[str, str] | None = None, state: str = "state"
+    ) -> AsyncIterator[tuple[RunningHost, ClaudeBackend]]:
+        plugin = ClaudePlugin({**claude_env, **(env or {})})
+        settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / state)
+        async with running_host([("claude", plugin)], settings=settings) as running:
+            assert plugin.backend is not None
+            yield running, plugin.backend
+
+    return start
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    path = tmp_path / "work"
+    path.mkdir()
+    return path
+
+
+SID = "00000000-0000-4000-8000-0000000000{:02d}"
+
+
+async def open_session(
+    client: AhpTestClient, workdir: Path, n: int = 1, **extra: Any
+) -> tuple[str, str]:
+    uri = f"claude:/{SID.format(n)}"
+    await client.request(
+        "createSession",
+        {"channel": uri, "provider": "claude", "workingDirectories": [workdir.as_uri()], **extra},
+    )
+    snapshot = await client.request("subscribe", {"channel": uri})
+    chat = snapshot["snapshot"]["state"]["defaultChat"]
+    await client.request("subscribe", {"channel": chat})
+    return uri, chat
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"text": text, "origin": {"kind": "user"}}
+
+
+async def start_turn(client: Any, chat: str, text: str, turn_id: str) -> None:
+    seq = await client.dispatch(
+        chat,
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": "2026-11-30T00:00:00.000Z",
+            "message": message(text),
+        },
+    )
+    await client.answer_to(seq)
+
+
+def is_action(kind: str, channel: str | None = None) -> Any:
+    def match(frame: dict[str, Any]) -> bool:
+        return (
+            frame.get("method") == "action"
+            and frame["params"]["action"]["type"] == kind
+            and (channel is None or frame["params"]["channel"] == channel)
+            and "rejectionReason" not in frame["params"]
+        )
+
+    return match
+
+
+async def turn_end(client: Any, chat: str, timeout: float = 30) -> dict[str, Any]:
+    frame = await client.recv_until(
+        lambda f: (
+            f.get("method") == "action"
+            and f["params"]["channel"] == chat
+            and f["params"]["action"]["type"]
+            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+        ),
+        timeout=timeout,
+    )
+    return dict(frame["params"]["action"])
+
+
+async def chat_state(client: Any, chat: str) -> dict[str, Any]:
+    await client.sync()
+    return (await client.request("subscribe", {"channel": chat}))["snapshot"]["state"]
+
+
+async def confirm(client: Any, chat: str, turn: str, call: str, approved: bool) -> None:
+    action: dict[str, Any] = {
+        "type": "chat/toolCallConfirmed",
+        "turnId": turn,
+        "toolCallId": call,
+        "approved": approved,
+    }
+    action.update({"confirmed": "user-action"} if approved else {"reason": "denied"})
+    await client.dispatch(chat, action)
+
+
+async def reached(hold: Hold) -> None:
+    assert await anyio.to_thread.run_sync(hold.reached.wait, 30)
+
+
+def agent_of(running: Any, chat: str) -> ClaudeAgent:
+    backend = running.host.backends["claude"]
+    for agent in backend.live.values():
+        if agent.start.chat_uri == chat:
+            return agent
+    raise LookupError(chat)
