@@ -59,12 +59,16 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
+#: Loggers of libraries whose INFO lines repeat what the host says itself, or say nothing a user needs.
+QUIET_LIBRARIES = ("websockets", "claude_agent_sdk", "watchfiles")
+
+
 def configure(level: str, stream: object = None) -> None:
     """The host's logging: one handler on stderr, hygiene on every line.
 
-    websockets announces each connection opening and closing at INFO; the host
-    logs the same events with the client's number, so the library's are kept
-    for ``debug``.
+    Libraries speak at INFO about their own plumbing (websockets announces each
+    connection the host logs itself; the Claude Agent SDK names the CLI it runs
+    each time it starts one), so below ``debug`` only their warnings show.
     """
     handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -74,6 +78,7 @@ def configure(level: str, stream: object = None) -> None:
         root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.getLogger("websockets").setLevel(
-        logging.DEBUG if level.lower() == "debug" else logging.WARNING
-    )
+    for library in QUIET_LIBRARIES:
+        logging.getLogger(library).setLevel(
+            logging.DEBUG if level.lower() == "debug" else logging.WARNING
+        )

@@ -37,7 +37,7 @@ def refused(done: subprocess.CompletedProcess[str], code: int, *words: str) -> N
         (["--host", "no-such-host.invalid"], ["cannot resolve --host no-such-host.invalid"]),
         (["--token", "ab"], ["too weak", "16 characters"]),
         (["--token", "aaaaaaaaaaaaaaaaaaaaaaaa"], ["too weak"]),
-        (["--plugins", "scriptd"], ["no plugin named scriptd", "installed: core"]),
+        (["--plugins", "scriptd"], ["no plugin named scriptd", "installed: ", "scripted"]),
         (["--no-token", "--host", "0.0.0.0"], ["without a connection token"]),
         (["--bogus"], ["--bogus"]),
     ],

@@ -64,11 +64,12 @@ class ChatCommands:
             params["channel"]
         )
         uri = params["chat"]
-        if not uris.is_chat_uri(uri) or uri.startswith(f"{uris.CHAT_SCHEME}://"):
+        # Default chats are the host's to name: a client may pick any other chat URI.
+        if not uris.is_chat_uri(uri) or uri.startswith(uris.DEFAULT_CHAT_PREFIX):
             raise ProtocolError(
                 INVALID_PARAMS,
                 f"params.chat: {uri!r} is not a chat URI of this host "
-                f"(expected {uris.CHAT_SCHEME}:/<name>)",
+                f"(expected {uris.CHAT_SCHEME}:/<name>, outside {uris.DEFAULT_CHAT_PREFIX})",
             )
         if not session.backend.abilities.multiple_chats:
             raise ProtocolError(
