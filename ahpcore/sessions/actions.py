@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ahpcore.engine.core import Dispatch, Refused
+from ahpcore.sessions import calls
 from ahpcore.sessions.contract import Approval, InputAnswer
 from ahpcore.sessions.live import LiveChat, LiveSession
 
@@ -170,7 +171,7 @@ class ClientActions:
         known = [turn.get("id") for turn in chat.older_turns + chat.state.get("turns", [])]
         if turn_id is not None and turn_id not in known:
             raise Refused(f"{chat.uri} has no turn {turn_id!r}")
-        await backend.truncate(chat.backend_id, turn_id)
+        await calls.call(backend.truncate, chat.backend_id, turn_id)
         if turn_id is None:
             chat.older_turns = []
         elif turn_id in [turn.get("id") for turn in chat.older_turns]:

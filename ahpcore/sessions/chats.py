@@ -14,7 +14,7 @@ from ahpcore.protocol.errors import (
     SESSION_NOT_FOUND,
     ProtocolError,
 )
-from ahpcore.sessions import composer
+from ahpcore.sessions import calls, composer
 from ahpcore.sessions import state as states
 from ahpcore.sessions.live import LiveChat
 
@@ -144,7 +144,7 @@ class ChatCommands:
         await self.manager.stop_chat(chat)
         if session.backend.abilities.delete and chat.uri != session.state.get("defaultChat"):
             try:
-                await session.backend.delete(chat.backend_id)
+                await calls.call(session.backend.delete, chat.backend_id)
             except Exception:
                 log.exception(
                     "the %s backend could not delete %s", session.provider, chat.backend_id

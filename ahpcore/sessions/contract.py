@@ -1,22 +1,66 @@
 """The backend contract: what an agent backend offers and how it reports what its agent did.
 
 A backend never builds protocol actions or envelopes. The core starts one
-``Agent`` per chat and hands each turn a ``TurnReporter``; the backend says
-what happened (text, reasoning, tool calls, questions, usage, a title) and the
-core turns that into ``chat/*`` actions. A past conversation is rebuilt through
-the same reporter, so a live turn and a rebuilt one cannot drift apart.
+``Agent`` per chat and hands it a ``SessionReporter`` (in ``ChatStart.report``)
+that lives as long as the agent; each turn the host starts gets a
+``TurnReporter``, and the agent may start turns of its own through
+``SessionReporter.begin_turn``. The backend says what happened (text,
+reasoning, tool calls, subagents, questions, usage, a title) and the core
+turns that into ``chat/*`` and ``session/*`` actions. A past conversation is
+rebuilt through the same reporter, so a live turn and a rebuilt one cannot
+drift apart.
 
-Optional abilities are declared in ``Abilities``; the core refuses what a
-backend lacks, naming the backend, rather than pretending.
+Optional abilities are declared in ``Abilities``; the core advertises them to
+clients (``AgentInfo.capabilities``) and refuses what a backend lacks, naming
+the backend, rather than pretending.
+
+Which calls may block: ``Backend.lookup``, ``Backend.catalogue``,
+``Backend.read_transcript``, ``Backend.delete``, ``Backend.truncate`` and
+``Backend.rename`` may be written as plain ``def`` that do blocking file I/O;
+the core then calls them in a worker thread (a transcript reader is safe to
+use from that thread: it only folds state). Every ``async def`` runs on the
+event loop and must not block. ``Backend.agents`` is called on the event loop
+and must answer from memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 JSON = Any
+T = TypeVar("T")
+
+#: An answer, or an awaitable of it: the calls that may block are written either way.
+Maybe: TypeAlias = T | Awaitable[T]
+
+#: Who started a turn the agent began itself (``MessageOrigin.kind``).
+TurnOrigin = Literal["agent", "systemNotification"]
+
+
+class TurnEnded(Exception):
+    """The turn an ``await`` belonged to has ended (cancelled, or the chat was disposed).
+
+    Raised in the backend from ``tool_approval``, ``ask``, ``client_tool`` and
+    ``tool_auth`` when the question is settled because its turn ended rather
+    than because somebody answered it. A backend lets it propagate, or stops
+    its own work and returns.
+    """
+
+    def __init__(self, turn_id: str, why: str = "the turn ended") -> None:
+        super().__init__(f"turn {turn_id}: {why}")
+        self.turn_id = turn_id
+        self.why = why
+
+
+class AgentRefused(Exception):
+    """The live agent refuses a change a client asked for (a config value, a toggle).
+
+    Its message reaches the client as the reason the action was refused, so it
+    should say what was wrong in words a person reads.
+    """
 
 
 @dataclass(frozen=True)
@@ -39,6 +83,24 @@ class Abilities:
     turn_resume: bool = False
     #: Take a steering message into a running turn.
     steering: bool = False
+    #: Host more than one chat per session (``createChat`` beyond the default).
+    multiple_chats: bool = True
+    #: Work in more than one directory per session.
+    multiple_working_directories: bool = False
+    #: The first working directory is the agent's fixed root.
+    immutable_primary: bool = False
+    #: The first working directory may be swapped (``session/workingDirectoryReplaced``).
+    primary_replacement: bool = False
+    #: Hear of a chat's new title (``Backend.rename``), so its own catalogue agrees.
+    rename: bool = False
+    #: Take session config changes into a live agent (``Agent.configure``).
+    configure: bool = False
+    #: Switch customizations on and off in a live agent (``Agent.toggle``).
+    toggle: bool = False
+    #: Start and stop MCP servers in a live agent (``Agent.mcp_start`` / ``mcp_stop``).
+    mcp_control: bool = False
+    #: Truncate through the live agent (``Agent.truncate``) rather than a dead transcript.
+    agent_truncate: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,6 +113,54 @@ class CatalogueRow:
     modified_at: str
     working_directories: tuple[str, ...] = ()
     meta: Mapping[str, JSON] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CataloguePage:
+    """One page of a backend's catalogue, newest first.
+
+    ``next_cursor`` is the backend's own opaque cursor for the next page (None:
+    this was the last). The host never shows it to a client.
+    """
+
+    rows: Sequence[CatalogueRow]
+    next_cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class ApprovalOption:
+    """One answer a person may pick for a tool call (a ``ConfirmationOption``).
+
+    For example ``ApprovalOption("allow-session", "Allow for this session", "approve")``.
+    ``group`` puts options that belong together side by side.
+    """
+
+    id: str
+    label: str
+    kind: Literal["approve", "deny"]
+    group: int | None = None
+
+
+@dataclass(frozen=True)
+class PendingEdit:
+    """A file edit a tool call would make, shown to the person who approves it.
+
+    The core serves ``after`` (and ``before``) to clients under content URIs
+    while the approval is pending, and stops serving them once it settles.
+    ``path`` is the file's URI (``file:///...``).
+    """
+
+    path: str
+    after: str
+    before: str | None = None
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a turn cost, in a currency (``amount`` in units, not cents)."""
+
+    amount: float
+    currency: str = "USD"
 
 
 @dataclass(frozen=True)
@@ -73,6 +183,12 @@ class ChatStart:
     tokens: Mapping[str, str] = field(default_factory=dict)
     #: Tools active clients provide, named ``<clientId>__<name>`` (ToolDefinition dicts).
     client_tools: Sequence[Mapping[str, JSON]] = ()
+    #: Where the agent reports what happens outside host-started turns; lives as long as
+    #: the agent. None only for callers that predate it (tests driving a backend alone).
+    report: SessionReporter | None = None
+    #: Turn id -> the backend's own reference for it (``TurnReporter.reference``),
+    #: as the host keeps them, so a fork or a truncation can name the backend's entry.
+    references: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -88,6 +204,10 @@ class TurnInput:
     #: True when this re-runs the last turn, which ended in a resumable error
     #: (``chat/turnResume``); the turn keeps its id and what it already said.
     resume: bool = False
+    #: A UUID the host minted for this turn (the turn id itself when that is one). A
+    #: backend may stamp it on what it stores, and report its own reference with
+    #: ``TurnReporter.reference``; the host keeps turn id <-> reference across restarts.
+    uuid: str = ""
 
     @property
     def text(self) -> str:
@@ -105,6 +225,8 @@ class Approval:
     reason: str | None = None
     #: What the person suggested instead, when they denied.
     suggestion: str | None = None
+    #: The ``ApprovalOption.id`` the person picked, when the call offered options.
+    selected_option_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,9 +242,15 @@ class TurnReporter(Protocol):
     """How a backend says what its agent did in one turn (the core implements this).
 
     Synchronous methods report at once; the ``async`` ones wait for a person or
-    a client. A turn ends when ``Agent.run_turn`` returns (complete), raises
-    (error) or is cancelled (cancelled): the core sends the ending.
+    a client and raise ``TurnEnded`` when the turn ends first. A host-started
+    turn ends when ``Agent.run_turn`` returns (complete), raises (error) or is
+    cancelled (cancelled): the core sends the ending. An agent-started turn
+    ends when its ``SessionReporter.begin_turn`` block exits.
     """
+
+    def reference(self, ref: str) -> None:
+        """The backend's own id for this turn (a transcript entry id); the host keeps it."""
+        ...
 
     def text(self, delta: str) -> None:
         """Append visible text; a new markdown part opens after anything else."""
@@ -159,6 +287,15 @@ class TurnReporter(Protocol):
         """The call runs without asking anybody (``confirmed: not-needed``)."""
         ...
 
+    def tool_ready(self, call_id: str, *, tool_input: str | None, invocation_message: str) -> None:
+        """The call's input is complete, but whether it will ask is not known yet.
+
+        Nothing goes out until the backend follows with ``tool_approval`` (the
+        call asks) or ``tool_running`` / ``tool_complete`` (it ran without
+        asking); the input and message given here are used then unless repeated.
+        """
+        ...
+
     async def tool_approval(
         self,
         call_id: str,
@@ -166,8 +303,29 @@ class TurnReporter(Protocol):
         tool_input: str | None,
         invocation_message: str,
         title: str | None = None,
+        options: Sequence[ApprovalOption] = (),
+        edits: Sequence[PendingEdit] = (),
     ) -> Approval:
-        """Ask a person to allow the call, and wait for the answer."""
+        """Ask a person to allow the call, and wait for the answer.
+
+        ``options`` offers named answers (``Approval.selected_option_id`` says
+        which was picked); ``edits`` shows the file changes the call would make.
+        Raises ``TurnEnded`` when the turn ends before anybody answers.
+        """
+        ...
+
+    def tool_progress(self, call_id: str, message: str) -> None:
+        """A line saying what a running call is doing now (a subagent's progress)."""
+        ...
+
+    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+        """The call ``call_id`` runs a subagent: the core opens a child chat for it.
+
+        The child chat (origin ``{kind: "tool"}``) is linked from the call, and
+        what the subagent does is reported through the returned reporter as one
+        turn of that chat, which ends when the parent's call completes (or its
+        turn ends). Rebuilding a transcript uses the same call.
+        """
         ...
 
     def tool_complete(
@@ -238,7 +396,18 @@ class TurnReporter(Protocol):
         output_tokens: int,
         model: str | None = None,
         cache_read_tokens: int | None = None,
-    ) -> None: ...
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+        cost: Cost | None = None,
+        meta: Mapping[str, JSON] | None = None,
+    ) -> None:
+        """Tokens the turn spent. What the protocol names no field for travels in
+        ``_meta`` under this host's ``ahp.`` prefix (``ahp.cacheWriteTokens``,
+        ``ahp.reasoningTokens``, ``ahp.context``, ``ahp.cost``); ``meta`` adds keys as given.
+        """
+        ...
 
     def title(self, title: str) -> None:
         """Name the session (the agent's own choice of title)."""
@@ -257,6 +426,88 @@ class TurnReporter(Protocol):
         ...
 
 
+class SessionReporter(Protocol):
+    """How a live agent reports what happens outside a turn the host started.
+
+    Handed over in ``ChatStart.report``, valid until ``Agent.close`` returns.
+    Reports made while a turn runs go to that turn where they belong (usage).
+    """
+
+    def begin_turn(
+        self, message: Mapping[str, JSON], *, origin: TurnOrigin = "agent"
+    ) -> AbstractAsyncContextManager[TurnReporter]:
+        """Start a turn of the agent's own (a follow-up after background work finished).
+
+        ``async with report.begin_turn({"text": "..."}, origin="agent") as turn:``
+        waits until the chat runs no other turn, sends ``chat/turnStarted``, and
+        ends the turn when the block exits: complete, error (it raised) or
+        cancelled (a client cancelled it; the block is cancelled).
+        """
+        ...
+
+    def background_work_set(
+        self,
+        work_id: str,
+        *,
+        label: str,
+        command: str | None = None,
+        subagent_call_id: str | None = None,
+        started_at: str | None = None,
+    ) -> None:
+        """Work running in the background: a shell (``command``) or a subagent.
+
+        A subagent names the tool call whose child chat it runs in.
+        """
+        ...
+
+    def background_work_removed(self, work_id: str) -> None:
+        """Background work ended."""
+        ...
+
+    def customizations(self, items: Sequence[Mapping[str, JSON]]) -> None:
+        """The session's customizations now (containers with their children), replacing the old."""
+        ...
+
+    def config(self, values: Mapping[str, JSON]) -> None:
+        """Session config values the agent changed itself (a model or effort switch)."""
+        ...
+
+    def mcp_server_state(
+        self, customization_id: str, state: Mapping[str, JSON], *, channel: str | None = None
+    ) -> None:
+        """An MCP server's state now (an ``McpServerState``, e.g. ``{"kind": "ready"}``)."""
+        ...
+
+    def title(self, title: str) -> None:
+        """Name the chat's session (the agent's own choice of title)."""
+        ...
+
+    def usage(
+        self,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        model: str | None = None,
+        cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+        cost: Cost | None = None,
+        meta: Mapping[str, JSON] | None = None,
+    ) -> None:
+        """Usage spent outside a turn; counted to the chat's latest turn."""
+        ...
+
+
+class BackendNotifier(Protocol):
+    """What a backend may tell the host at any time (handed to ``Backend.attach``)."""
+
+    def agents_changed(self) -> None:
+        """``Backend.agents()`` answers differently now: the host sends ``root/agentsChanged``."""
+        ...
+
+
 @runtime_checkable
 class Agent(Protocol):
     """The live agent behind one chat."""
@@ -269,9 +520,47 @@ class Agent(Protocol):
         """Stop the agent; the conversation stays wherever the backend keeps it."""
         ...
 
-    # Optional, for a backend with ``abilities.steering``:
-    #   def steer(self, message: Mapping[str, JSON]) -> bool
-    # takes a steering message into the running turn; False leaves it queued.
+    # Optional methods, each behind an ``Abilities`` flag; see ``AgentControls``.
+
+
+class AgentControls(Protocol):
+    """Optional methods of an ``Agent``, called only when its backend's ``Abilities`` say so.
+
+    Each may raise ``AgentRefused``: the client's action is then refused with
+    that message, and nothing changes.
+    """
+
+    async def steer(self, message: Mapping[str, JSON]) -> bool:
+        """``abilities.steering``: take a steering message into the running turn.
+
+        May return late; False leaves the message queued for the next turn.
+        A plain (non-async) ``steer`` returning bool is accepted too.
+        """
+        ...
+
+    async def configure(self, values: Mapping[str, JSON]) -> None:
+        """``abilities.configure``: session config values a client changed (only those)."""
+        ...
+
+    async def toggle(self, customization_id: str, enabled: bool) -> None:
+        """``abilities.toggle``: a client switched a customization on or off."""
+        ...
+
+    async def mcp_start(self, customization_id: str) -> None:
+        """``abilities.mcp_control``: start an MCP server; report its state as it goes."""
+        ...
+
+    async def mcp_stop(self, customization_id: str) -> None:
+        """``abilities.mcp_control``: stop an MCP server."""
+        ...
+
+    async def truncate(self, turn_id: str | None, reference: str | None) -> None:
+        """``abilities.agent_truncate``: drop the turns after ``turn_id`` (None: all).
+
+        Called between turns; the agent stops and restarts at the kept point.
+        ``reference`` is the backend's own id for that turn, when it reported one.
+        """
+        ...
 
 
 class TranscriptReader(Protocol):
@@ -280,7 +569,12 @@ class TranscriptReader(Protocol):
     def turn(
         self, turn_id: str, message: Mapping[str, JSON], *, started_at: str | None = None
     ) -> TurnReporter:
-        """Begin a past turn; report what happened in it through the returned reporter."""
+        """Begin a past turn; report what happened in it through the returned reporter.
+
+        ``turn_id`` should be the ``TurnInput.uuid`` the backend stamped when it
+        stored the turn, so a rebuilt turn keeps the id clients knew it by.
+        A subagent's turn is reported with ``TurnReporter.subagent`` as it was live.
+        """
         ...
 
     def end_turn(
@@ -309,18 +603,41 @@ class Backend(Protocol):
         """Start (or reopen) the agent behind one chat."""
         ...
 
-    async def catalogue(self) -> Sequence[CatalogueRow]:
-        """Past conversations (called only when ``abilities.list_sessions``)."""
+    def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> Maybe[CataloguePage | Sequence[CatalogueRow]]:
+        """Past conversations, newest first (only when ``abilities.list_sessions``).
+
+        ``limit`` caps the page, ``cursor`` is the ``next_cursor`` of the page
+        before, ``directory`` keeps only conversations in that working
+        directory (a file URI). A backend that cannot page may answer every row
+        as a plain sequence. The host keeps its own index of what this lists
+        and serves ``listSessions`` from it, so this is called to refresh that
+        index, not per client request. May block (see the module docstring).
+        """
         ...
 
-    async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+    def lookup(self, session_id: str) -> Maybe[CatalogueRow | None]:
+        """One past conversation by id, or None (reopening, subscribing to a chat URI).
+
+        Called instead of listing everything when one session is wanted. May block.
+        """
+        ...
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> Maybe[bool]:
         """Rebuild a past conversation through ``reader``; False when there is none."""
         ...
 
-    async def delete(self, backend_id: str) -> None:
+    def delete(self, backend_id: str) -> Maybe[None]:
         """Delete the backend's own copy of a conversation (``abilities.delete``)."""
         ...
 
-    async def truncate(self, backend_id: str, turn_id: str | None) -> None:
+    def truncate(self, backend_id: str, turn_id: str | None) -> Maybe[None]:
         """Drop the turns after ``turn_id`` (all of them for None) (``abilities.truncate``)."""
         ...
+
+    # Optional:
+    #   def attach(self, notifier: BackendNotifier) -> None
+    #     called once, before any start; keep the notifier to say agents() changed.
+    #   async def rename(self, backend_id: str, title: str) -> None   (abilities.rename)
+    #     a client renamed the chat behind ``backend_id``; may block.

@@ -28,7 +28,7 @@ from ahpcore.protocol.errors import (
     SESSION_NOT_FOUND,
     ProtocolError,
 )
-from ahpcore.sessions import composer, moves
+from ahpcore.sessions import calls, composer, moves
 from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ClientActions
 from ahpcore.sessions.auth import Authenticator
@@ -36,6 +36,7 @@ from ahpcore.sessions.catalogue import Cursors, page
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
 from ahpcore.sessions.contract import (
     Backend,
+    CataloguePage,
     CatalogueRow,
     ChatStart,
     TurnInput,
@@ -169,10 +170,13 @@ class SessionManager:
             if not backend.abilities.list_sessions:
                 continue
             try:
-                rows = await backend.catalogue()
+                answer = await calls.call(
+                    backend.catalogue,
+                )
             except Exception:
                 log.exception("the %s backend could not list its sessions", backend.provider)
                 continue
+            rows = answer.rows if isinstance(answer, CataloguePage) else answer
             for row in rows:
                 found.setdefault(row.session_id, (backend, row))
         return found
@@ -463,7 +467,7 @@ class SessionManager:
 
     async def _rebuild(self, chat: LiveChat) -> None:
         rebuilder = Rebuilder(chat.uri, chat.state)
-        await chat.session.backend.read_transcript(chat.backend_id, rebuilder)
+        await calls.call(chat.session.backend.read_transcript, chat.backend_id, rebuilder)
         turns = rebuilder.state.get("turns", [])
         chat.older_turns = list(turns[:-TURN_WINDOW]) if len(turns) > TURN_WINDOW else []
         rebuilt = {**rebuilder.state, "turns": list(turns[-TURN_WINDOW:])}
@@ -486,7 +490,7 @@ class SessionManager:
         if backend.abilities.delete:
             for chat in session.chats.values():
                 try:
-                    await backend.delete(chat.backend_id)
+                    await calls.call(backend.delete, chat.backend_id)
                 except Exception:
                     log.exception(
                         "the %s backend could not delete %s", backend.provider, chat.backend_id

@@ -14,7 +14,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ahpcore.sessions.contract import Approval, InputAnswer
+from ahpcore.sessions.contract import (
+    Approval,
+    ApprovalOption,
+    Cost,
+    InputAnswer,
+    PendingEdit,
+    TurnReporter,
+)
+
+#: The _meta prefix this host names its own keys with.
+META_PREFIX = "ahp."
 
 Action = dict[str, Any]
 Sink = Callable[[Action], None]
@@ -42,6 +52,41 @@ def _drop_none(**fields: Any) -> Action:
     return {key: value for key, value in fields.items() if value is not None}
 
 
+def usage_info(
+    *,
+    input_tokens: int,
+    output_tokens: int,
+    model: str | None = None,
+    cache_read_tokens: int | None = None,
+    cache_write_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+    context_used: int | None = None,
+    context_size: int | None = None,
+    cost: Cost | None = None,
+    meta: Mapping[str, Any] | None = None,
+) -> Action:
+    """A ``UsageInfo``: what the protocol names a field for, the rest in ``_meta``."""
+    extra = _drop_none(
+        cacheWriteTokens=cache_write_tokens,
+        reasoningTokens=reasoning_tokens,
+        context=(
+            _drop_none(used=context_used, size=context_size)
+            if context_used is not None or context_size is not None
+            else None
+        ),
+        cost={"amount": cost.amount, "currency": cost.currency} if cost is not None else None,
+    )
+    bag = {f"{META_PREFIX}{key}": value for key, value in extra.items()}
+    bag.update(meta or {})
+    return _drop_none(
+        inputTokens=input_tokens,
+        outputTokens=output_tokens,
+        model=model,
+        cacheReadTokens=cache_read_tokens,
+        _meta=bag or None,
+    )
+
+
 @dataclass
 class TurnRecorder:
     """A ``TurnReporter`` for one turn of one chat."""
@@ -58,9 +103,16 @@ class TurnRecorder:
     _open: tuple[str, str] | None = None
     _parts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _tools: dict[str, str] = field(default_factory=dict)
+    #: Calls whose input is complete but which have not said yet whether they ask.
+    _deferred: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    #: The backend's own id for this turn, when it reported one.
+    backend_ref: str | None = None
 
     def __post_init__(self) -> None:
         self._parts = itertools.count(self.first_part)
+
+    def reference(self, ref: str) -> None:
+        self.backend_ref = ref
 
     # -- text -------------------------------------------------------------------
     def _stream(self, kind: str, action_type: str, delta: str) -> None:
@@ -151,11 +203,30 @@ class TurnRecorder:
             )
         )
 
+    def tool_ready(self, call_id: str, *, tool_input: str | None, invocation_message: str) -> None:
+        # Held back: a ready without ``confirmed`` would read as a question.
+        self._deferred[call_id] = (tool_input, invocation_message)
+
     def tool_running(
         self, call_id: str, *, tool_input: str | None, invocation_message: str
     ) -> None:
+        self._deferred.pop(call_id, None)
         # confirmed says nobody was asked; without it the call reads as a question.
         self._ready(call_id, tool_input, invocation_message, confirmed="not-needed")
+
+    def tool_progress(self, call_id: str, message: str) -> None:
+        self.chat(
+            {
+                "type": "chat/toolCallContentChanged",
+                "turnId": self.turn_id,
+                "toolCallId": call_id,
+                "content": [],
+                "_meta": {"progressMessage": message},
+            }
+        )
+
+    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+        raise NotImplementedError("subagents arrive with the chat runner")
 
     async def tool_approval(
         self,
@@ -164,7 +235,10 @@ class TurnRecorder:
         tool_input: str | None,
         invocation_message: str,
         title: str | None = None,
+        options: Sequence[ApprovalOption] = (),
+        edits: Sequence[PendingEdit] = (),
     ) -> Approval:
+        self._deferred.pop(call_id, None)
         if self.asker is None:
             raise CannotAsk("a rebuilt turn cannot ask for approval")
         self._ready(call_id, tool_input, invocation_message, confirmationTitle=title)
@@ -212,6 +286,9 @@ class TurnRecorder:
         content: Sequence[Mapping[str, Any]] | None = None,
         error: str | None = None,
     ) -> None:
+        deferred = self._deferred.pop(call_id, None)
+        if deferred is not None:
+            self.tool_running(call_id, tool_input=deferred[0], invocation_message=deferred[1])
         result = _drop_none(
             success=success,
             pastTenseMessage=past_tense_message,
@@ -301,14 +378,31 @@ class TurnRecorder:
         output_tokens: int,
         model: str | None = None,
         cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+        cost: Cost | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
-        usage = _drop_none(
-            inputTokens=input_tokens,
-            outputTokens=output_tokens,
-            model=model,
-            cacheReadTokens=cache_read_tokens,
+        self.chat(
+            {
+                "type": "chat/usage",
+                "turnId": self.turn_id,
+                "usage": usage_info(
+                    input_tokens=input_tokens,
+                    output_tokens=output_tokens,
+                    model=model,
+                    cache_read_tokens=cache_read_tokens,
+                    cache_write_tokens=cache_write_tokens,
+                    reasoning_tokens=reasoning_tokens,
+                    context_used=context_used,
+                    context_size=context_size,
+                    cost=cost,
+                    meta=meta,
+                ),
+            }
         )
-        self.chat({"type": "chat/usage", "turnId": self.turn_id, "usage": usage})
 
     def title(self, title: str) -> None:
         if title.strip():

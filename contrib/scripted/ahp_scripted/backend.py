@@ -17,6 +17,7 @@ from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
 from ahp_scripted.transcript import RecordingReporter, replay
 from ahpcore.sessions.contract import (
     Abilities,
+    CataloguePage,
     CatalogueRow,
     ChatStart,
     TranscriptReader,
@@ -271,11 +272,12 @@ class ScriptedBackend:
             raise LookupError(f"cannot start a {what} of {backend_id!r}: no such conversation")
         return source, turn_id
 
-    async def catalogue(self) -> Sequence[CatalogueRow]:
+    def _rows(self, only: str | None = None) -> list[CatalogueRow]:
         """One row per session kept: its chats' conversations grouped by session id."""
         sessions: dict[str, list[Conversation]] = {}
         for kept in self.store.all():
-            sessions.setdefault(kept.session_id, []).append(kept)
+            if only is None or kept.session_id == only:
+                sessions.setdefault(kept.session_id, []).append(kept)
         rows = []
         for session_id, chats in sessions.items():
             # The session's own conversation is the one started as it (the default
@@ -293,7 +295,23 @@ class ScriptedBackend:
                     working_directories=tuple(main.working_directories),
                 )
             )
-        return sorted(rows, key=lambda row: row.modified_at, reverse=True)
+        return sorted(rows, key=lambda row: (row.modified_at, row.session_id), reverse=True)
+
+    def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> CataloguePage:
+        """Pages of the sessions kept, newest first; reads files, so the host runs it in a thread."""
+        rows = self._rows()
+        if directory is not None:
+            rows = [row for row in rows if directory in row.working_directories]
+        start = int(cursor) if cursor else 0
+        end = len(rows) if limit is None else start + limit
+        return CataloguePage(rows[start:end], str(end) if end < len(rows) else None)
+
+    def lookup(self, session_id: str) -> CatalogueRow | None:
+        """The row of one session kept, or None."""
+        found = self._rows(only=session_id)
+        return found[0] if found else None
 
     async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
         conversation = self.store.get(backend_id)

@@ -10,7 +10,7 @@ from scripted_harness import Chat, backend, chat_start, message, rebuilt
 
 from ahp_scripted import AgentCrashed, Crash, Rule, Say, Script, ScriptedBackend
 from ahpcore.protocol.wire import validate_value
-from ahpcore.sessions.contract import Abilities, Agent, Backend, TurnInput
+from ahpcore.sessions.contract import Agent, Backend, TurnInput
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,9 @@ def test_it_is_a_backend_with_every_ability() -> None:
     scripted = ScriptedBackend(None, SCRIPT)
     assert isinstance(scripted, Backend)
     assert scripted.provider == "scripted"
-    assert scripted.abilities == Abilities(**dict.fromkeys(Abilities.__dataclass_fields__, True))
+    implemented = ("resume", "fork", "side_chat", "truncate", "delete", "list_sessions")
+    implemented += ("turn_resume", "steering", "multiple_chats")
+    assert all(getattr(scripted.abilities, name) for name in implemented)
     [info] = scripted.agents()
     assert validate_value("AgentInfo", info) == []
     assert info["models"] == [{"id": "scripted", "provider": "scripted", "name": "Scripted"}]
@@ -105,7 +107,7 @@ async def test_delete_removes_the_file(tmp_path: Path) -> None:
     await scripted.delete("conv-1")
     assert list(tmp_path.iterdir()) == []
     assert await scripted.read_transcript("conv-1", object()) is False  # type: ignore[arg-type]
-    assert await backend(tmp_path, SCRIPT).catalogue() == []
+    assert backend(tmp_path, SCRIPT).catalogue().rows == []
     await scripted.delete("conv-1")  # twice is fine
 
 
@@ -122,8 +124,15 @@ async def test_the_catalogue_lists_kept_sessions_newest_first(tmp_path: Path) ->
     fork = chat_start("old-fork", session_id="old", fork_from=("old", "t1"))
     await Chat(await scripted.start(fork)).turn("later", turn_id="t2")
 
-    rows = await ScriptedBackend(tmp_path, SCRIPT).catalogue()  # read back after a restart
+    again = ScriptedBackend(tmp_path, SCRIPT)  # read back after a restart
+    rows = again.catalogue().rows
     assert [row.session_id for row in rows] == ["old", "empty", "new"]
+    first = again.catalogue(limit=2)
+    assert [row.session_id for row in first.rows] == ["old", "empty"]
+    rest = again.catalogue(limit=2, cursor=first.next_cursor)
+    assert [row.session_id for row in rest.rows] == ["new"] and rest.next_cursor is None
+    assert again.lookup("old") == rows[0] and again.lookup("ghost") is None
+    assert again.catalogue(directory="/elsewhere").rows == []
     old, empty, new = rows
     assert empty.title == ""
     assert new.title == ("Tell me about " + "x" * 80)[:60]
