@@ -5,6 +5,11 @@ contract once: it streams a reply, then asks to use a ``shout`` tool, which
 needs a person's approval, and says the result. Replace ``answer`` with calls
 to your model; keep reporting through ``report``, never by building protocol
 actions yourself.
+
+The methods that read or write files (``catalogue``, ``lookup``,
+``read_transcript``, ``delete``, ``truncate``) are plain ``def``: the host
+runs those in a worker thread, so blocking I/O there never stalls it. Every
+``async def`` runs on the host's event loop and must not block.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from ahpcore.sessions.contract import (
     CatalogueRow,
     ChatStart,
     TranscriptReader,
+    TurnEnded,
     TurnInput,
     TurnReporter,
 )
@@ -108,13 +114,16 @@ class Agent:
         self.conversation = conversation
 
     async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
-        record = Turn(turn.turn_id, dict(turn.message), now())
+        # The host's UUID for the turn is what a rebuilt turn must carry again.
+        record = Turn(turn.uuid or turn.turn_id, dict(turn.message), now())
         self.conversation.turns.append(record)
         began = time.monotonic()
         record.state = "cancelled"  # unless it completes or fails below
         try:
             await answer(turn.text, f"{turn.turn_id}.{TOOL}", Said(report, record))
             record.state = "complete"
+        except TurnEnded:
+            raise  # cancelled while it waited for an answer: kept as cancelled
         except Exception:
             record.state = "error"
             raise  # the host ends the turn with the error
@@ -162,22 +171,28 @@ class Backend:
             self.conversations.save(conversation)
         return Agent(self, conversation)
 
-    async def catalogue(self) -> Sequence[CatalogueRow]:
-        """Past sessions, newest first: what ``listSessions`` shows after a restart."""
+    def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> Sequence[CatalogueRow]:
+        """Past sessions, newest first: what ``listSessions`` shows after a restart.
+
+        Every row at once (a backend with many would page with ``limit`` and
+        ``cursor``); ``directory`` keeps the sessions working in that folder.
+        """
         rows = [
-            CatalogueRow(
-                session_id=kept.session_id,
-                title=kept.title,
-                created_at=kept.created_at,
-                modified_at=kept.modified_at,
-                working_directories=tuple(kept.working_directories),
-            )
+            _row(kept)
             for kept in self.conversations.all()
             if kept.backend_id == kept.session_id  # a session's own chat, not its extra chats
+            and (directory is None or directory in kept.working_directories)
         ]
         return sorted(rows, key=lambda row: row.modified_at, reverse=True)
 
-    async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+    def lookup(self, session_id: str) -> CatalogueRow | None:
+        """One past session by id (the host reopening it), or None."""
+        kept = self.conversations.get(session_id)
+        return _row(kept) if kept is not None else None
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
         conversation = self.conversations.get(backend_id)
         if conversation is None:
             return False
@@ -190,8 +205,18 @@ class Backend:
             reader.end_turn(state=state, duration_ms=turn.duration_ms)
         return True
 
-    async def delete(self, backend_id: str) -> None:
+    def delete(self, backend_id: str) -> None:
         self.conversations.delete(backend_id)
 
-    async def truncate(self, backend_id: str, turn_id: str | None) -> None:
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
         raise NotImplementedError("this backend does not truncate (abilities.truncate is False)")
+
+
+def _row(kept: Conversation) -> CatalogueRow:
+    return CatalogueRow(
+        session_id=kept.session_id,
+        title=kept.title,
+        created_at=kept.created_at,
+        modified_at=kept.modified_at,
+        working_directories=tuple(kept.working_directories),
+    )
