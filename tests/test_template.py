@@ -7,6 +7,7 @@ working in a session.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -107,11 +108,13 @@ def test_the_rendered_project_installs_and_passes_its_own_tests(tmp_path):
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "3 passed" in ran.stdout
     listed = subprocess.run(
-        [str(venv / "bin" / "ahp"), "plugins"],
+        [str(venv / "bin" / "ahp"), "plugins", "--json"],
         env=env,
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     )
-    assert "weather-bot-2" in listed.stdout and "ahp-weather-bot-2 0.1.0" in listed.stdout
+    rows = {row["name"]: row for row in json.loads(listed.stdout)["plugins"]}
+    assert rows["weather-bot-2"]["distribution"] == "ahp-weather-bot-2"
+    assert rows["weather-bot-2"]["version"] == "0.1.0"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 import tomllib
 import zipfile
@@ -124,7 +125,8 @@ def _serve(ahp: Path, state: Path, env: dict[str, str]) -> tuple[subprocess.Pope
             str(state),
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        # The address is looked for wherever the banner prints it.
+        stderr=subprocess.STDOUT,
         text=True,
         env=env,
     )
@@ -135,11 +137,11 @@ def _serve(ahp: Path, state: Path, env: dict[str, str]) -> tuple[subprocess.Pope
         if not line:
             break
         if match := re.search(r"(ws://[^\s?]+)", line):
+            # Keep reading what it prints, so a full pipe never blocks the host.
+            threading.Thread(target=process.stdout.read, daemon=True).start()
             return process, match.group(1)
     process.kill()
-    raise AssertionError(
-        f"ahp serve did not start: {process.stderr.read() if process.stderr else ''}"
-    )
+    raise AssertionError("ahp serve did not print where it listens")
 
 
 def _action_type(frame: dict[str, Any]) -> str | None:
