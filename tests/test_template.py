@@ -106,7 +106,7 @@ def test_the_rendered_project_installs_and_passes_its_own_tests(tmp_path):
         timeout=180,
     )
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "3 passed" in ran.stdout
+    assert "4 passed" in ran.stdout
     listed = subprocess.run(
         [str(venv / "bin" / "ahp"), "plugins", "--json"],
         env=env,

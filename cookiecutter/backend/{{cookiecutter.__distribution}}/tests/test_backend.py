@@ -112,6 +112,35 @@ async def test_a_denied_call_is_not_run(ahp_host):
         assert parts[-1]["content"].endswith("Fine, I'll keep my voice down.")
 
 
+async def test_a_turn_cancelled_while_it_waits_is_kept_as_cancelled(ahp_host):
+    settings = HostSettings(sessions="file", port=0)
+    async with ahp_host(PLUGINS, settings=settings) as running:
+        client = await running.connect()
+        await client.initialize()
+        await client.request("createSession", {"channel": SESSION, "provider": PROVIDER})
+        chat = await open_session(client)
+        started = {
+            "type": "chat/turnStarted",
+            "turnId": "t1",
+            "startedAt": "2026-01-01T00:00:00.000Z",
+            "message": {"text": "never mind", "origin": {"kind": "user"}},
+        }
+        await client.answer_to(await client.dispatch(chat, started))
+        await client.recv_until(is_action("chat/toolCallReady"))
+        cancel = {"type": "chat/turnCancelled", "turnId": "t1", "duration": 0}
+        answer = await client.answer_to(await client.dispatch(chat, cancel))
+        assert "rejectionReason" not in answer
+
+    settings = HostSettings(sessions="file", port=0)
+    async with ahp_host(PLUGINS, settings=settings) as running:
+        client = await running.connect()
+        await client.initialize()
+        chat = await open_session(client)
+        [turn] = client.snapshots[chat][1]["turns"]
+        assert turn["state"] == "cancelled"
+        assert turn["responseParts"][1]["toolCall"]["status"] == "cancelled"
+
+
 def test_ahp_plugins_lists_this_plugin():
     env = {k: v for k, v in os.environ.items() if k not in ("AHP_PLUGINS", "AHP_DISABLE_PLUGINS")}
     shown = subprocess.run(
