@@ -103,8 +103,7 @@ class Host:
         if self.backends:
             from ahpcore.sessions.manager import SessionManager
 
-            agents = [agent for backend in self.backends.values() for agent in backend.agents()]
-            self.engine.apply("ahp-root://", {"type": "root/agentsChanged", "agents": agents})
+            # It publishes root/agentsChanged, with each backend's capabilities.
             self.sessions = SessionManager(self)
         self._started = True
         return self

@@ -88,6 +88,8 @@ class Engine:
         self._openers: list[ChannelOpener] = []
         self._resolvers: list[ChannelResolver] = []
         self._action_handlers: dict[str, ActionHandler] = {}
+        #: Action types whose handler also takes them on a channel of another kind.
+        self._any_channel: set[str] = set()
         self._unsubscribe_listeners: list[ClientListener] = []
         self._disconnect_listeners: list[Callable[[Client], Any]] = []
         self._change_listeners: list[ChangeListener] = []
@@ -212,10 +214,20 @@ class Engine:
             envelope["rejectionReason"] = rejection
         client.peer.send_text(_envelope_frame(envelope))
 
-    def on_action(self, action_type: str, handler: ActionHandler) -> None:
+    def on_action(
+        self, action_type: str, handler: ActionHandler, *, other_channels: bool = False
+    ) -> None:
+        """Handle a client's ``action_type`` before it is reduced.
+
+        ``other_channels``: the handler also takes it on a channel of another
+        kind (a session action dispatched on a chat), and then applies what
+        follows itself, returning None.
+        """
         if action_type in self._action_handlers:
             raise ValueError(f"{action_type} already has a handler")
         self._action_handlers[action_type] = handler
+        if other_channels:
+            self._any_channel.add(action_type)
 
     async def dispatch_from_client(self, client: Client, params: Any) -> None:
         """Every rule for a client's action, in one place.
@@ -259,7 +271,7 @@ class Engine:
         if channel is None:
             return refuse(f"no channel {spelling} on this host")
         kind = reducers.channel_kind_for_action(action_type)
-        if kind != channel.kind:
+        if kind != channel.kind and action_type not in self._any_channel:
             return refuse(
                 f"{action_type} is a {kind} action; {spelling} is a {channel.kind} channel"
             )

@@ -7,21 +7,25 @@ rewrite it, or queue work that follows it (``dispatch.after``).
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+import inspect
+import logging
+from typing import Any
 
 from ahpcore.engine.core import Dispatch, Refused
 from ahpcore.sessions import calls
-from ahpcore.sessions.contract import Approval, InputAnswer
+from ahpcore.sessions.contract import AgentRefused, Approval, InputAnswer
 from ahpcore.sessions.live import LiveChat, LiveSession
+from ahpcore.sessions.registry import SessionRegistry
 
-if TYPE_CHECKING:
-    from ahpcore.sessions.manager import SessionManager
+log = logging.getLogger(__name__)
+
+#: Action types whose handler also takes them on a chat's channel.
+ON_CHATS_TOO = frozenset({"session/titleChanged"})
 
 
 class ClientActions:
-    def __init__(self, manager: SessionManager) -> None:
-        self.manager = manager
+    def __init__(self, registry: SessionRegistry) -> None:
+        self.registry = registry
 
     def handlers(self) -> dict[str, Any]:
         """Action type -> handler, for the engine."""
@@ -44,6 +48,9 @@ class ClientActions:
             "chat/workingDirectorySet": self.chat_directories,
             "chat/workingDirectoryRemoved": self.chat_directories,
             "session/configChanged": self.config_changed,
+            "session/customizationToggled": self.customization_toggled,
+            "session/mcpServerStartRequested": self.mcp_requested,
+            "session/mcpServerStopRequested": self.mcp_requested,
             "chat/toolCallContentChanged": self.tool_content_changed,
             "chat/draftChanged": self.remember,
             "chat/isReadChanged": self.remember,
@@ -52,13 +59,13 @@ class ClientActions:
         }
 
     def chat_of(self, dispatch: Dispatch) -> LiveChat:
-        chat = self.manager.chat_by_uri(dispatch.channel.uri)
+        chat = self.registry.chat_by_uri(dispatch.channel.uri)
         if chat is None:
             raise Refused(f"{dispatch.channel.uri} is not a chat this host runs")
         return chat
 
     def session_of(self, dispatch: Dispatch) -> LiveSession:
-        session = self.manager.session_by_uri(dispatch.channel.uri)
+        session = self.registry.session_by_uri(dispatch.channel.uri)
         if session is None:
             raise Refused(f"{dispatch.channel.uri} is not a session this host runs")
         return session
@@ -69,18 +76,22 @@ class ClientActions:
             raise Refused("a turn is already running in this chat: queue the message instead")
         if chat.state.get("interactivity") in ("read-only", "hidden"):
             raise Refused(f"{chat.uri} is read-only")
+        if chat.parent is not None:
+            raise Refused(f"{chat.uri} is a subagent's chat: its turns are the agent's")
         action = dispatch.action
-        self.manager.host.spawn(self.manager.run_turn, chat, action["turnId"], action["message"])
+        # Runs once the reducer made the turn active; it waits for a turn still winding down.
+        dispatch.after.append(lambda: chat.runner.submit(action["turnId"], action["message"]))
         return action
 
     async def turn_cancelled(self, dispatch: Dispatch) -> dict[str, Any]:
         chat = self.chat_of(dispatch)
         action = dispatch.action
         active = chat.state.get("activeTurn")
-        if active is None or active.get("id") != action["turnId"] or chat.turn_scope is None:
+        if active is None or active.get("id") != action["turnId"]:
             return action  # stops nothing, so changes nothing: answered to its sender alone
-        chat.turn_scope.cancel()
-        duration = int((time.monotonic() - chat.turn_started) * 1000)
+        duration = chat.runner.cancel(action["turnId"])
+        if duration is None:
+            return action
         return {**action, "duration": duration}
 
     def ask(self, dispatch: Dispatch, ask_id: str, kind: str) -> Any:
@@ -101,6 +112,7 @@ class ClientActions:
                         edited_input=action.get("editedToolInput"),
                         reason=action.get("reason"),
                         suggestion=suggestion.get("text") if isinstance(suggestion, dict) else None,
+                        selected_option_id=action.get("selectedOptionId"),
                     )
                 )
             )
@@ -139,39 +151,53 @@ class ClientActions:
     async def pending_set(self, dispatch: Dispatch) -> dict[str, Any]:
         chat = self.chat_of(dispatch)
         action = dispatch.action
-        agent = chat.agent
-        steer = getattr(agent, "steer", None)
+        runner = chat.runner
         if (
             action["kind"] == "steering"
-            and chat.turn_scope is not None
+            and runner.turn_id is not None
             and chat.session.backend.abilities.steering
-            and callable(steer)
+            and callable(getattr(runner.agent, "steer", None))
         ):
-            dispatch.after.append(lambda: self._steer(chat, steer, action))
+            dispatch.after.append(lambda: self.registry.spawn(self._steer, chat, action))
         else:
-            dispatch.after.append(lambda: self.manager.take_next(chat))
+            dispatch.after.append(runner.take_next)
         return action
 
-    def _steer(self, chat: LiveChat, steer: Any, action: dict[str, Any]) -> None:
+    async def _steer(self, chat: LiveChat, action: dict[str, Any]) -> None:
         """Hand a steering message to the running turn; taken, it leaves the pending slot."""
-        if steer(action["message"]):
-            self.manager.apply(
+        if await chat.runner.steer(action["message"]):
+            self.registry.apply(
                 chat.uri,
                 {"type": "chat/pendingMessageRemoved", "kind": "steering", "id": action["id"]},
             )
+        else:
+            chat.runner.take_next()
 
     async def truncated(self, dispatch: Dispatch) -> dict[str, Any]:
         chat = self.chat_of(dispatch)
         backend = chat.session.backend
         if not backend.abilities.truncate:
             raise Refused(f"the {backend.provider} backend cannot truncate a conversation")
-        if chat.state.get("activeTurn") is not None:
+        if chat.state.get("activeTurn") is not None or chat.runner.running:
             raise Refused("a turn is running: cancel it before truncating")
         turn_id = dispatch.action.get("turnId")
         known = [turn.get("id") for turn in chat.older_turns + chat.state.get("turns", [])]
         if turn_id is not None and turn_id not in known:
             raise Refused(f"{chat.uri} has no turn {turn_id!r}")
-        await calls.call(backend.truncate, chat.backend_id, turn_id)
+        truncate = getattr(chat.runner.agent, "truncate", None)
+        reference = chat.references.get(turn_id) if turn_id is not None else None
+        try:
+            if backend.abilities.agent_truncate and callable(truncate):
+                # Through the live agent: it stops and starts again at the kept point.
+                await _maybe_await(truncate(turn_id, reference))
+            else:
+                await calls.call(backend.truncate, chat.backend_id, turn_id)
+        except AgentRefused as refusal:
+            raise Refused(str(refusal)) from None
+        kept = {t.get("id") for t in chat.older_turns + chat.state.get("turns", [])}
+        chat.references = {
+            t: r for t, r in chat.references.items() if turn_id is not None and t in kept
+        }
         if turn_id is None:
             chat.older_turns = []
         elif turn_id in [turn.get("id") for turn in chat.older_turns]:
@@ -195,15 +221,8 @@ class ClientActions:
         ):
             message = last["message"]
             # Runs once the reducer has made the turn active again.
-            dispatch.after.append(
-                lambda: self.manager.host.spawn(self._resume, chat, turn_id, message)
-            )
+            dispatch.after.append(lambda: chat.runner.submit(turn_id, message, resume=True))
         return dispatch.action
-
-    async def _resume(self, chat: LiveChat, turn_id: str, message: dict[str, Any]) -> None:
-        active = chat.state.get("activeTurn") or {}
-        if active.get("id") == turn_id:
-            await self.manager.run_turn(chat, turn_id, message, resume=True)
 
     async def chat_archived(self, dispatch: Dispatch) -> dict[str, Any] | None:
         chat = self.chat_of(dispatch)
@@ -211,21 +230,61 @@ class ClientActions:
         if session.state.get("defaultChat") == chat.uri:
             # Archiving the default chat is archiving the session.
             archived = dispatch.action["isArchived"]
-            self.manager.apply(
+            self.registry.apply(
                 session.uri, {"type": "session/isArchivedChanged", "isArchived": archived}
             )
-            self.manager.save_soon(session)
+            self.registry.save_soon(session)
             return None
-        dispatch.after.append(lambda: self.manager.save_soon(session))
+        dispatch.after.append(lambda: self.registry.save_soon(session))
         return dispatch.action
 
-    async def title_changed(self, dispatch: Dispatch) -> dict[str, Any]:
+    async def title_changed(self, dispatch: Dispatch) -> dict[str, Any] | None:
+        """Rename a session, or one chat when dispatched on the chat's channel."""
         title = dispatch.action.get("title", "")
+        if dispatch.channel.kind == "chat":
+            await self._rename_chat(dispatch, title)
+            return None
         if not isinstance(title, str) or not title.strip():
             raise Refused("a session's title cannot be blank")
         session = self.session_of(dispatch)
-        dispatch.after.append(lambda: self.manager.save_soon(session))
+        try:
+            # On disk before it is echoed to anyone, its sender included.
+            await self.registry.save(session, title=title.strip())
+        except Exception as exc:
+            raise Refused(f"the title was not saved: {exc}") from None
+        default = session.chats.get(session.state.get("defaultChat", ""))
+        if default is not None:
+            await self._tell_backend(session, default, title.strip())
         return {**dispatch.action, "title": title.strip()}
+
+    async def _rename_chat(self, dispatch: Dispatch, title: Any) -> None:
+        chat = self.chat_of(dispatch)
+        if not isinstance(title, str) or not title.strip():
+            raise Refused("a chat's title cannot be blank")
+        session = chat.session
+        title = title.strip()
+        await self._tell_backend(session, chat, title)
+        self.registry.apply(
+            session.uri,
+            {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}},
+        )
+        try:
+            await self.registry.save(session)
+        except Exception:
+            log.exception("saving the new title of %s failed", chat.uri)
+        # The sender is owed an answer on the channel it dispatched on.
+        dispatch.engine.answer_sender(
+            dispatch.client, dispatch.channel.uri, dispatch.action, dispatch.origin
+        )
+
+    @staticmethod
+    async def _tell_backend(session: LiveSession, chat: LiveChat, title: str) -> None:
+        rename = getattr(session.backend, "rename", None)
+        if session.backend.abilities.rename and callable(rename):
+            try:
+                await calls.call(rename, chat.backend_id, title)
+            except AgentRefused as refusal:
+                raise Refused(str(refusal)) from None
 
     async def active_client_set(self, dispatch: Dispatch) -> dict[str, Any]:
         self.session_of(dispatch)
@@ -235,13 +294,13 @@ class ClientActions:
         return {**dispatch.action, "activeClient": active}
 
     async def remember(self, dispatch: Dispatch) -> dict[str, Any]:
-        owner = self.manager.session_by_uri(dispatch.channel.uri)
+        owner = self.registry.session_by_uri(dispatch.channel.uri)
         if owner is None:
-            chat = self.manager.chat_by_uri(dispatch.channel.uri)
+            chat = self.registry.chat_by_uri(dispatch.channel.uri)
             owner = chat.session if chat else None
         if owner is not None:
             session = owner
-            dispatch.after.append(lambda: self.manager.save_soon(session))
+            dispatch.after.append(lambda: self.registry.save_soon(session))
         return dispatch.action
 
     async def session_directories(self, dispatch: Dispatch) -> dict[str, Any]:
@@ -261,17 +320,17 @@ class ClientActions:
             and action["directory"] not in current
         ):
             raise Refused(f"{action['directory']} is not one of the session's working directories")
-        running = [chat.uri for chat in session.chats.values() if chat.turn_scope is not None]
+        running = [chat.uri for chat in session.chats.values() if chat.runner.running]
         if running:
             raise Refused(f"a turn is running in {running[0]}: the folders change between turns")
-        dispatch.after.append(lambda: self.manager.host.spawn(self._restart_agents, session))
+        dispatch.after.append(lambda: self.registry.spawn(self._restart_agents, session))
         return action
 
     async def _restart_agents(self, session: LiveSession) -> None:
         session.working_directories = tuple(session.state.get("workingDirectories") or ())
-        for chat in session.chats.values():
-            await self.manager.stop_chat(chat)  # the next turn starts it again, resumed
-        self.manager.save_soon(session)
+        for chat in list(session.chats.values()):
+            await chat.runner.stop()  # the next turn starts it again, resumed
+        self.registry.save_soon(session)
 
     async def chat_directories(self, dispatch: Dispatch) -> dict[str, Any]:
         """A chat holds a subset of its session's folders, never more and never without its first."""
@@ -284,9 +343,9 @@ class ClientActions:
         current = list(chat.state.get("workingDirectories") or [])
         if action["type"] == "chat/workingDirectoryRemoved" and current[:1] == [directory]:
             raise Refused("a chat's first working directory is where it runs and cannot be removed")
-        if chat.turn_scope is not None:
+        if chat.runner.running:
             raise Refused("a turn is running in this chat: its folders change between turns")
-        dispatch.after.append(lambda: self.manager.host.spawn(self.manager.stop_chat, chat))
+        dispatch.after.append(lambda: self.registry.spawn(chat.runner.stop))
         return action
 
     async def config_changed(self, dispatch: Dispatch) -> dict[str, Any]:
@@ -303,8 +362,47 @@ class ClientActions:
                 f"the {session.provider} backend does not take {', '.join(refused)} "
                 "mid-session (not a sessionMutable key of its config)"
             )
-        dispatch.after.append(lambda: self.manager.save_soon(session))
+        values = dict(dispatch.action.get("config", {}))
+        if session.backend.abilities.configure:
+            # The live agents take it first; one refusing refuses the change.
+            for agent in self._agents(session, "configure"):
+                await self._ask_agent(agent.configure(values))
+        dispatch.after.append(lambda: self.registry.save_soon(session))
         return dispatch.action
+
+    @staticmethod
+    def _agents(session: LiveSession, method: str) -> list[Any]:
+        found = []
+        for chat in session.chats.values():
+            agent = chat.runner.agent
+            if agent is not None and callable(getattr(agent, method, None)):
+                found.append(agent)
+        return found
+
+    @staticmethod
+    async def _ask_agent(answer: Any) -> None:
+        try:
+            await _maybe_await(answer)
+        except AgentRefused as refusal:
+            raise Refused(str(refusal)) from None
+
+    async def customization_toggled(self, dispatch: Dispatch) -> dict[str, Any]:
+        session = self.session_of(dispatch)
+        action = dispatch.action
+        if session.backend.abilities.toggle:
+            enabled = _enabled(action.get("enablement"))
+            for agent in self._agents(session, "toggle"):
+                await self._ask_agent(agent.toggle(action["id"], enabled))
+        return action
+
+    async def mcp_requested(self, dispatch: Dispatch) -> dict[str, Any]:
+        session = self.session_of(dispatch)
+        action = dispatch.action
+        if session.backend.abilities.mcp_control:
+            method = "mcp_start" if action["type"].endswith("StartRequested") else "mcp_stop"
+            for agent in self._agents(session, method):
+                await self._ask_agent(getattr(agent, method)(action["id"]))
+        return action
 
     async def tool_content_changed(self, dispatch: Dispatch) -> dict[str, Any]:
         """What a client's tool prints as it runs is that client's to say, and nobody else's."""
@@ -328,3 +426,14 @@ class ClientActions:
                 f"{action['toolCallId']}, may stream into it"
             )
         return action
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def _enabled(enablement: Any) -> bool:
+    """Whether a ``CustomizationEnablement`` list leaves the customization on anywhere."""
+    if not isinstance(enablement, list):
+        return True
+    return any(entry.get("enabled", True) for entry in enablement if isinstance(entry, dict))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ahpcore.engine.clients import Client
 from ahpcore.protocol.errors import (
@@ -16,10 +17,9 @@ from ahpcore.protocol.errors import (
 )
 from ahpcore.sessions import calls, composer
 from ahpcore.sessions import state as states
-from ahpcore.sessions.live import LiveChat
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.manager import SessionManager
+from ahpcore.sessions.contract import Backend
+from ahpcore.sessions.live import LiveSession
+from ahpcore.sessions.registry import SessionRegistry
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,17 @@ TURN_WINDOW = 50
 
 
 class ChatCommands:
-    def __init__(self, manager: SessionManager) -> None:
-        self.manager = manager
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        reopen: Callable[[str], Awaitable[LiveSession]],
+        backend_for: Callable[[Any], Backend],
+        tokens: Callable[[Client], dict[str, str]],
+    ) -> None:
+        self.registry = registry
+        self.reopen = reopen
+        self.backend_for = backend_for
+        self.tokens = tokens
 
     def routes(self) -> dict[str, Any]:
         return {
@@ -42,11 +51,17 @@ class ChatCommands:
         }
 
     async def create_chat(self, client: Client, params: dict[str, Any]) -> None:
-        session = self.manager.session_by_uri(params["channel"]) or await self.manager.reopen_for(
+        session = self.registry.session_by_uri(params["channel"]) or await self.reopen(
             params["channel"]
         )
         uri = params["chat"]
-        if self.manager.engine.canonical(uri) in self.manager.engine.channels:
+        if not session.backend.abilities.multiple_chats:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"the {session.provider} backend runs one chat per session "
+                "(it does not advertise multipleChats)",
+            )
+        if self.registry.engine.canonical(uri) in self.registry.engine.channels:
             raise ProtocolError(SESSION_ALREADY_EXISTS, f"chat {uri} already exists")
         source = params.get("source")
         origin: dict[str, Any] = {"kind": "user"}
@@ -54,7 +69,7 @@ class ChatCommands:
         fork_from = side_of = None
         backend = session.backend
         if isinstance(source, dict):
-            source_chat = self.manager.chat_by_uri(self.manager.engine.canonical(source["chat"]))
+            source_chat = self.registry.chat_by_uri(self.registry.engine.canonical(source["chat"]))
             if source_chat is None or source_chat.session is not session:
                 raise ProtocolError(
                     INVALID_PARAMS, f"params.source.chat: no chat {source['chat']} in {session.uri}"
@@ -96,30 +111,29 @@ class ChatCommands:
             working_directories=directories,
             turns=turns,
         )
-        chat = LiveChat(
-            uri,
-            session,
-            str(uuid.uuid4()),
-            self.manager.engine.add_channel(uri, "chat", chat_state),
-        )
+        chat = self.registry.new_chat(session, uri, str(uuid.uuid4()), chat_state)
         chat.fork_from, chat.side_of = fork_from, side_of
-        session.chats[uri] = chat
         try:
-            await self.manager.start_agent(chat, tokens=self.manager.tokens(client))
+            await chat.runner.start_agent(self.tokens(client))
         except Exception as exc:
-            session.chats.pop(uri, None)
-            self.manager.engine.remove_channel(uri)
+            self.registry.drop_chat(chat)
             raise ProtocolError(
                 -32603, f"the {backend.provider} backend could not start the chat: {exc}"
             ) from None
-        self.manager.apply(
+        try:
+            # On disk before anyone, the creator included, is told the chat exists.
+            await self.registry.save(session)
+        except Exception as exc:  # whatever the session store raises
+            await chat.runner.stop(for_good=True)
+            self.registry.drop_chat(chat)
+            raise ProtocolError(-32603, f"chat {uri} not created: {exc}") from None
+        self.registry.apply(
             session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)}
         )
-        self.manager.save_soon(session)
         message = params.get("initialMessage")
         if isinstance(message, dict):
             turn_id = str(uuid.uuid4())
-            self.manager.apply(
+            self.registry.apply(
                 uri,
                 {
                     "type": "chat/turnStarted",
@@ -128,11 +142,11 @@ class ChatCommands:
                     "message": message,
                 },
             )
-            self.manager.host.spawn(self.manager.run_turn, chat, turn_id, message)
+            chat.runner.submit(turn_id, message)
 
     async def dispose_chat(self, client: Client, params: dict[str, Any]) -> None:
-        uri = self.manager.engine.canonical(params["channel"])
-        chat = self.manager.chat_by_uri(uri)
+        uri = self.registry.engine.canonical(params["channel"])
+        chat = self.registry.chat_by_uri(uri)
         if chat is None:
             raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
         session = chat.session
@@ -141,28 +155,31 @@ class ChatCommands:
                 INVALID_PARAMS,
                 f"{params['channel']} is the last chat of {session.uri}: dispose the session instead",
             )
-        await self.manager.stop_chat(chat)
-        if session.backend.abilities.delete and chat.uri != session.state.get("defaultChat"):
+        await chat.runner.stop(for_good=True)
+        if (
+            session.backend.abilities.delete
+            and chat.uri != session.state.get("defaultChat")
+            and chat.parent is None
+        ):
             try:
                 await calls.call(session.backend.delete, chat.backend_id)
             except Exception:
                 log.exception(
                     "the %s backend could not delete %s", session.provider, chat.backend_id
                 )
-        del session.chats[chat.uri]
-        self.manager.engine.remove_channel(chat.uri)
+        self.registry.drop_chat(chat)
         if session.state.get("defaultChat") == chat.uri:
             # The role moves before the chat goes, so the session always has a default.
             successor = next(iter(session.chats))
-            self.manager.apply(
+            self.registry.apply(
                 session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor}
             )
-        self.manager.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
-        self.manager.save_soon(session)
+        self.registry.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+        self.registry.save_soon(session)
 
     async def fetch_turns(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        channel = await self.manager.engine.open_channel(params["channel"])
-        chat = self.manager.chat_by_uri(channel.uri) if channel is not None else None
+        channel = await self.registry.engine.open_channel(params["channel"])
+        chat = self.registry.chat_by_uri(channel.uri) if channel is not None else None
         if chat is None:
             raise ProtocolError(SESSION_NOT_FOUND, f"no chat {params['channel']} on this host")
         older = chat.older_turns
@@ -178,13 +195,13 @@ class ChatCommands:
         action: dict[str, Any] = {"type": "chat/turnsLoaded", "turns": older[start:end]}
         if start > 0:
             action["turnsNextCursor"] = str(start)
-        self.manager.apply(chat.uri, action)
+        self.registry.apply(chat.uri, action)
         return {}
 
     async def completions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        channel = await self.manager.engine.open_channel(params["channel"])
-        session = self.manager.session_by_uri(channel.uri) if channel is not None else None
-        chat = self.manager.chat_by_uri(channel.uri) if channel is not None else None
+        channel = await self.registry.engine.open_channel(params["channel"])
+        session = self.registry.session_by_uri(channel.uri) if channel is not None else None
+        chat = self.registry.chat_by_uri(channel.uri) if channel is not None else None
         session = session or (chat.session if chat else None)
         if session is None:
             raise ProtocolError(
@@ -207,7 +224,7 @@ class ChatCommands:
     async def resolve_session_config(
         self, client: Client, params: dict[str, Any]
     ) -> dict[str, Any]:
-        backend = self.manager.backend_for(params.get("provider"))
+        backend = self.backend_for(params.get("provider"))
         answered = dict(params.get("config") or {})
         properties = composer.config_properties(backend, params.get("workingDirectory"), answered)
         return composer.resolve_config(properties, answered)
@@ -215,7 +232,7 @@ class ChatCommands:
     async def session_config_completions(
         self, client: Client, params: dict[str, Any]
     ) -> dict[str, Any]:
-        backend = self.manager.backend_for(params.get("provider"))
+        backend = self.backend_for(params.get("provider"))
         complete = getattr(backend, "config_completions", None)
         if not callable(complete):
             return {"items": []}

@@ -25,7 +25,7 @@ and must answer from memory.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
@@ -248,6 +248,9 @@ class TurnReporter(Protocol):
     ends when its ``SessionReporter.begin_turn`` block exits.
     """
 
+    #: The id of the turn this reports (a UUID when the agent began the turn itself).
+    turn_id: str
+
     def reference(self, ref: str) -> None:
         """The backend's own id for this turn (a transcript entry id); the host keeps it."""
         ...
@@ -356,6 +359,7 @@ class TurnReporter(Protocol):
         invocation_message: str,
         approval: Approval | None,
         title: str | None = None,
+        options: Sequence[ApprovalOption] = (),
     ) -> None:
         """A past call that asked, and the answer (None: the turn ended while it waited).
 
@@ -442,6 +446,15 @@ class SessionReporter(Protocol):
         waits until the chat runs no other turn, sends ``chat/turnStarted``, and
         ends the turn when the block exits: complete, error (it raised) or
         cancelled (a client cancelled it; the block is cancelled).
+        """
+        ...
+
+    def start_soon(self, function: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run work of the agent's own for as long as the agent lives.
+
+        For a reader of the agent's event stream, or background work that ends
+        in a follow-up turn. Cancelled when the agent closes; a failure is logged
+        and goes no further.
         """
         ...
 

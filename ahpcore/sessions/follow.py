@@ -7,7 +7,7 @@ apply the actions that follow from it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -15,15 +15,13 @@ from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
 from ahpcore.sessions import state as states
 from ahpcore.sessions.live import LiveChat, LiveSession
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.manager import SessionManager
+from ahpcore.sessions.registry import SessionRegistry
 
 
 class Follower:
-    def __init__(self, manager: SessionManager) -> None:
-        self.manager = manager
-        engine = manager.engine
+    def __init__(self, registry: SessionRegistry) -> None:
+        self.registry = registry
+        engine = registry.engine
         engine.on_change(self._changed)
         engine.on_unsubscribe(self._unsubscribed)
         engine.on_disconnect(self._disconnected)
@@ -33,18 +31,22 @@ class Follower:
         if channel.kind == "chat":
             if states.chat_row(before) == states.chat_row(channel.state):
                 return  # a streamed token moves nothing a row or a summary shows
-            chat = self.manager.chat_by_uri(channel.uri)
+            chat = self.registry.chat_by_uri(channel.uri)
             if chat is not None:
                 self.sync_row(chat)
                 self._sync_activity(chat)
                 self._sync_summary(chat.session)
         elif channel.kind == "session":
-            session = self.manager.session_by_uri(channel.uri)
+            session = self.registry.session_by_uri(channel.uri)
             if session is not None and session.channel is channel:
                 self._sync_summary(session)
 
     def sync_row(self, chat: LiveChat) -> None:
-        """session/chatUpdated, only when the row moved (title, status or activity)."""
+        """session/chatUpdated, only when the row moved (status or activity).
+
+        A chat's title is the session row's to hold: a rename changes the row
+        (``session/chatUpdated``) and no chat action carries one.
+        """
         session = chat.session
         row = states.chat_row(chat.state)
         held = next(
@@ -54,11 +56,11 @@ class Follower:
             return
         changes = {
             key: row.get(key)
-            for key in ("title", "status", "activity")
+            for key in ("status", "activity")
             if row.get(key) != held.get(key) and row.get(key) is not None
         }
         if changes:
-            self.manager.apply(
+            self.registry.apply(
                 session.uri, {"type": "session/chatUpdated", "chat": chat.uri, "changes": changes}
             )
 
@@ -72,26 +74,26 @@ class Follower:
             action: dict[str, Any] = {"type": "session/activityChanged"}
             if activity:
                 action["activity"] = activity
-            self.manager.apply(session.uri, action)
+            self.registry.apply(session.uri, action)
 
     def _sync_summary(self, session: LiveSession) -> None:
         if session.last_summary is None:
             return
-        summary = self.manager.summary(session)
+        summary = self.registry.summary(session)
         changes = states.summary_changes(session.last_summary, summary)
         if changes:
             session.last_summary = summary
-            self.manager.engine.notify_root(
+            self.registry.engine.notify_root(
                 "root/sessionSummaryChanged", {"session": session.uri, "changes": changes}
             )
 
     def _unsubscribed(self, client: Client, uri: str) -> None:
-        session = self.manager.session_by_uri(uri)
+        session = self.registry.session_by_uri(uri)
         if session is not None and session.channel.uri == uri:
             self._drop_active_client(session, client)
 
     def _disconnected(self, client: Client) -> None:
-        for session in self.manager.sessions.values():
+        for session in self.registry.sessions.values():
             for call_id, ask in list(session.asks.items()):
                 if ask.kind == "toolClientExecution" and ask.client_id == client.client_id:
                     # Nothing can settle the call any more: it fails, and the turn goes on.
@@ -100,7 +102,7 @@ class Follower:
                         "pastTenseMessage": "The client running this tool left",
                         "error": {"message": f"client {client.client_id} disconnected"},
                     }
-                    self.manager.apply(
+                    self.registry.apply(
                         ask.chat.uri,
                         {
                             "type": "chat/toolCallComplete",
@@ -112,16 +114,16 @@ class Follower:
                     ask.settle(result)
             if session.channel.uri in client.subscriptions:
                 # A dropped client may be back in a moment; it stays listed until then.
-                self.manager.host.spawn(self._drop_after_grace, session, client)
+                self.registry.host.spawn(self._drop_after_grace, session, client)
 
     async def _drop_after_grace(self, session: LiveSession, client: Client) -> None:
-        await anyio.sleep(self.manager.host.settings.reconnect_grace)
-        if self.manager.sessions.get(session.id) is session:
+        await anyio.sleep(self.registry.host.settings.reconnect_grace)
+        if self.registry.sessions.get(session.id) is session:
             self._drop_active_client(session, client)
 
     def _reconnected(self, client: Client, channels: list[str]) -> None:
         """A client back without a session it was active in is no longer active there."""
-        for session in self.manager.sessions.values():
+        for session in self.registry.sessions.values():
             if session.channel.uri not in channels:
                 self._drop_active_client(session, client)
 
@@ -139,6 +141,6 @@ class Follower:
             for active in session.state.get("activeClients", [])
         )
         if listed and not others:
-            self.manager.apply(
+            self.registry.apply(
                 session.uri, {"type": "session/activeClientRemoved", "clientId": client.client_id}
             )

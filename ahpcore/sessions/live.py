@@ -1,25 +1,48 @@
-"""Sessions and chats while the host holds them: their channels, agents, running turns and
-the questions those turns are waiting on."""
+"""Sessions and chats while the host holds them: their channels, their runners and the
+questions running turns wait on, plus ``Hub``, the narrow view of the host those pieces get."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
 from ahpcore.engine.channels import Channel
-from ahpcore.sessions.contract import Agent, Approval, Backend, InputAnswer
+from ahpcore.sessions.contract import Backend, ChatStart, SessionReporter
 
 if TYPE_CHECKING:
-    from ahpcore.sessions.manager import SessionManager
+    from ahpcore.sessions.runner import ChatRunner
+
+
+class Hub(Protocol):
+    """What a chat's runner and the action handlers need of the host, and no more."""
+
+    def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def spawn(
+        self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
+    ) -> None: ...
+
+    def save_soon(self, session: LiveSession) -> None: ...
+
+    def chat_start(
+        self, chat: LiveChat, report: SessionReporter, tokens: dict[str, str] | None
+    ) -> ChatStart: ...
+
+    def client_tools(self, session: LiveSession) -> list[dict[str, Any]]: ...
+
+    def child_chat(self, parent: LiveChat, call_id: str, title: str) -> LiveChat:
+        """A chat a subagent runs in, made and announced under its parent's session."""
+        ...
 
 
 @dataclass(eq=False)
 class PendingAsk:
     """One question a running turn waits on, keyed by the id its answer names."""
 
-    kind: str  # toolConfirmation | chatInput | toolClientExecution
+    kind: str  # toolConfirmation | chatInput | toolClientExecution | toolAuthentication
     chat: LiveChat
     client_id: str | None = None
     turn_id: str | None = None
@@ -27,10 +50,18 @@ class PendingAsk:
     resource: str | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Any = None
+    #: Settled because its turn ended, not because anybody answered.
+    ended: bool = False
 
     def settle(self, answer: Any) -> None:
         if not self.done.is_set():
             self.answer = answer
+            self.done.set()
+
+    def end(self) -> None:
+        """Its turn ended: the waiting backend hears ``TurnEnded``."""
+        if not self.done.is_set():
+            self.ended = True
             self.done.set()
 
 
@@ -40,18 +71,18 @@ class LiveChat:
     session: LiveSession
     backend_id: str
     channel: Channel
-    agent: Agent | None = None
-    turn_id: str | None = None
-    turn_scope: anyio.CancelScope | None = None
-    turn_started: float = 0.0
+    #: Owns the chat's agent and turns; set by the registry as the chat is made.
+    runner: ChatRunner = field(init=False)
     #: Turns older than the snapshot window, oldest first.
     older_turns: list[dict[str, Any]] = field(default_factory=list)
-    #: Set while an agent is being started, so two turns do not start two agents.
-    starting: anyio.Lock = field(default_factory=anyio.Lock)
     #: Did a backend already hold this conversation (reopened rather than new)?
     existing: bool = False
     fork_from: tuple[str, str] | None = None
     side_of: tuple[str, str] | None = None
+    #: Turn id -> the backend's own reference for it, kept in the store.
+    references: dict[str, str] = field(default_factory=dict)
+    #: A subagent's chat: (parent chat URI, tool call id). It has no agent of its own.
+    parent: tuple[str, str] | None = None
 
     @property
     def state(self) -> dict[str, Any]:
@@ -91,75 +122,3 @@ class LiveSession:
         if sep:
             return client_id if client_id in providers else None
         return providers[0] if len(providers) == 1 else None
-
-
-class ChatAsker:
-    """The ``Asker`` of one live chat: raises the session's inputNeeded entry and waits."""
-
-    def __init__(self, manager: SessionManager, chat: LiveChat) -> None:
-        self.manager = manager
-        self.chat = chat
-
-    def _tool_call(self, turn_id: str, call_id: str) -> dict[str, Any]:
-        active = self.chat.state.get("activeTurn") or {}
-        for part in active.get("responseParts", []):
-            call = part.get("toolCall") if part.get("kind") == "toolCall" else None
-            if call is not None and call.get("toolCallId") == call_id:
-                return dict(call)
-        raise LookupError(f"turn {turn_id} has no tool call {call_id}")
-
-    async def _wait(self, ask_id: str, ask: PendingAsk, request: dict[str, Any]) -> Any:
-        session = self.chat.session
-        session.asks[ask_id] = ask
-        self.manager.apply(session.uri, {"type": "session/inputNeededSet", "request": request})
-        try:
-            await ask.done.wait()
-        finally:
-            session.asks.pop(ask_id, None)
-            self.manager.apply(session.uri, {"type": "session/inputNeededRemoved", "id": ask_id})
-        return ask.answer
-
-    async def approval(self, turn_id: str, call_id: str) -> Approval:
-        request = {
-            "id": call_id,
-            "chat": self.chat.uri,
-            "kind": "toolConfirmation",
-            "turnId": turn_id,
-            "toolCall": self._tool_call(turn_id, call_id),
-        }
-        answer = await self._wait(call_id, PendingAsk("toolConfirmation", self.chat), request)
-        assert isinstance(answer, Approval)
-        return answer
-
-    async def answer(self, request: Any) -> InputAnswer:
-        ask_id = str(request["id"])
-        entry = {"id": ask_id, "chat": self.chat.uri, "kind": "chatInput", "request": dict(request)}
-        answer = await self._wait(ask_id, PendingAsk("chatInput", self.chat), entry)
-        assert isinstance(answer, InputAnswer)
-        return answer
-
-    async def client_tool(self, turn_id: str, call_id: str, client_id: str) -> Any:
-        request = {
-            "id": call_id,
-            "chat": self.chat.uri,
-            "kind": "toolClientExecution",
-            "turnId": turn_id,
-            "clientId": client_id,
-            "toolCall": self._tool_call(turn_id, call_id),
-        }
-        ask = PendingAsk("toolClientExecution", self.chat, client_id=client_id, turn_id=turn_id)
-        return await self._wait(call_id, ask, request)
-
-    async def sign_in(self, turn_id: str, call_id: str, resource: str) -> str:
-        request = {
-            "id": call_id,
-            "chat": self.chat.uri,
-            "kind": "toolAuthentication",
-            "turnId": turn_id,
-            "toolCall": self._tool_call(turn_id, call_id),
-        }
-        ask = PendingAsk("toolAuthentication", self.chat, turn_id=turn_id, resource=resource)
-        token = await self._wait(call_id, ask, request)
-        if not isinstance(token, str):
-            raise RuntimeError(f"the sign-in for {resource} was abandoned")
-        return token

@@ -1,24 +1,26 @@
-"""The session manager: the session and chat commands, the client actions that need more
-than a reducer, and everything a backend reports.
+"""The session manager: wires the pieces of the sessions package into the host and serves
+the session commands (createSession, disposeSession, listSessions) and reopening.
 
-It holds the live sessions; a session's record in the store keeps what the host
-adds on top of a backend (read and archived bits, titles, config, chat order,
-drafts), keyed by the session's id so every spelling of its URI finds it.
+Who owns what (see docs/backend-contract.md):
+
+- ``SessionRegistry`` (registry.py): the live sessions and chats, their channels
+  and their records in the store.
+- ``ChatRunner`` (runner.py): one chat's agent and its turns, one at a time.
+- ``CatalogueIndex`` (catalogue.py): what ``listSessions`` pages through.
+- ``ChatCommands`` (chats.py), ``ClientActions`` (actions.py), ``moves``,
+  ``Follower`` (follow.py): the commands and client actions, each given the
+  registry rather than this manager.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import anyio
 
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
-from ahpcore.engine.core import Engine
 from ahpcore.engine.router import resolve
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
@@ -28,245 +30,129 @@ from ahpcore.protocol.errors import (
     SESSION_NOT_FOUND,
     ProtocolError,
 )
-from ahpcore.sessions import calls, composer, moves
+from ahpcore.sessions import calls, moves
 from ahpcore.sessions import state as states
-from ahpcore.sessions.actions import ClientActions
+from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.auth import Authenticator
-from ahpcore.sessions.catalogue import Cursors, page
+from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
-from ahpcore.sessions.contract import (
-    Backend,
-    CataloguePage,
-    CatalogueRow,
-    ChatStart,
-    TurnInput,
-)
+from ahpcore.sessions.contract import Backend, CatalogueRow
 from ahpcore.sessions.follow import Follower
-from ahpcore.sessions.live import ChatAsker, LiveChat, LiveSession
+from ahpcore.sessions.live import LiveChat, LiveSession
+from ahpcore.sessions.registry import ARTIFACT_KEYS, SessionRegistry
+from ahpcore.sessions.reporter import EDIT_SCHEME
 from ahpcore.sessions.transcript import Rebuilder
-from ahpcore.sessions.turns import TurnRecorder
 
 if TYPE_CHECKING:
     from ahpcore.host import Host
 
 log = logging.getLogger(__name__)
 
-TITLE_LENGTH = 80
-#: A chat's references to what it made (changesets, canvases), kept across restarts.
-ARTIFACT_KEYS = ("changesets", "canvases")
+
+def capabilities(backend: Backend) -> dict[str, Any]:
+    """``AgentCapabilities`` from a backend's abilities: what a client may use."""
+    abilities = backend.abilities
+    found: dict[str, Any] = {}
+    if abilities.multiple_chats:
+        chats: dict[str, Any] = {}
+        if abilities.fork:
+            chats["fork"] = True
+        if abilities.side_chat:
+            chats["sideChat"] = True
+        found["multipleChats"] = chats
+    if abilities.multiple_working_directories:
+        directories: dict[str, Any] = {}
+        if abilities.immutable_primary:
+            directories["immutablePrimary"] = True
+        if abilities.primary_replacement:
+            directories["primaryReplacement"] = True
+        found["multipleWorkingDirectories"] = directories
+    return found
 
 
 class SessionManager:
     def __init__(self, host: Host) -> None:
         self.host = host
-        self.engine: Engine = host.engine_or_fail
+        self.engine = host.engine_or_fail
         self.backends: dict[str, Backend] = dict(host.backends)
+        self.registry = registry = SessionRegistry(host)
+        self.sessions = registry.sessions
         self.store = host.session_store
-        self.sessions: dict[str, LiveSession] = {}
-        self.cursors = Cursors()
+        path = getattr(self.store, "path", None)
+        self.index = CatalogueIndex(Path(path) if path is not None else None)
+        #: Sessions whose record the index holds.
+        self._indexed_ids: set[str] = set()
+        registry.on_saved = self._indexed
         self.auth = Authenticator(self._protected_resources, host.spawn, self._signed_in)
         self._install()
+        for backend in self.backends.values():
+            attach = getattr(backend, "attach", None)
+            if callable(attach):
+                attach(self)
+        self.publish_agents()
 
     # -- wiring ----------------------------------------------------------------
     def _install(self) -> None:
         router = self.host.router
+        chat_commands = ChatCommands(
+            self.registry, self.reopen_for, self.backend_for, self.auth.tokens
+        )
         commands: dict[str, Callable[..., Any]] = {
             "createSession": self.create_session,
             "disposeSession": self.dispose_session,
-            "moveChat": self.move_chat,
+            "moveChat": lambda client, params: moves.move_chat(self.registry, client, params),
             "authenticate": self.auth.authenticate,
         }
-        commands.update(ChatCommands(self).routes())
+        commands.update(chat_commands.routes())
         for method, handler in commands.items():
             router.add(method, handler)
         router.routes.pop("listSessions", None)
         router.add("listSessions", self.list_sessions)
+        self._serve_edits()
         engine = self.engine
-        engine.add_resolver(self._resolve)
+        engine.add_resolver(self.registry.resolve)
         engine.add_opener(self._open)
-        self.follow = Follower(self)
-        for action_type, handler in ClientActions(self).handlers().items():
-            engine.on_action(action_type, handler)
+        self.follow = Follower(self.registry)
+        for action_type, handler in ClientActions(self.registry).handlers().items():
+            engine.on_action(action_type, handler, other_channels=action_type in ON_CHATS_TOO)
 
-    def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
-        return self.engine.apply(uri, action)
+    def _serve_edits(self) -> None:
+        """``resourceRead`` of a pending edit's content; anything else to whoever serves files."""
+        router = self.host.router
+        served = router.routes.get("resourceRead")
+        edits = self.registry.edits
 
-    async def move_chat(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        return await moves.move_chat(self, client, params)
+        async def read(client: Client, params: dict[str, Any]) -> Any:
+            uri = params.get("uri", "")
+            if isinstance(uri, str) and uri.startswith(f"{EDIT_SCHEME}:"):
+                content = edits.read(uri)
+                if content is None:
+                    raise ProtocolError(
+                        INVALID_PARAMS, f"{uri} is not pending: its approval was settled"
+                    )
+                return {"data": content, "encoding": "utf-8", "contentType": "text/plain"}
+            if served is None:
+                raise ProtocolError(-32601, "no plugin of this host serves resourceRead")
+            return await resolve(served.handler(client, params))
 
-    # -- finding sessions and chats ---------------------------------------------
-    def session_by_uri(self, uri: str) -> LiveSession | None:
-        try:
-            return self.sessions.get(uris.session_id_of(uri))
-        except ValueError:
-            return None
+        router.routes.pop("resourceRead", None)
+        router.add("resourceRead", read, owner=served.owner if served else "ahpcore")
 
-    def chat_by_uri(self, uri: str) -> LiveChat | None:
-        for session in self.sessions.values():
-            chat = session.chats.get(uri)
-            if chat is not None:
-                return chat
-        return None
-
-    def _resolve(self, uri: str) -> str | None:
-        """Every spelling of a session or its default chat -> the URI the host holds it under."""
-        session = self.session_by_uri(uri)
-        if session is not None:
-            return session.uri
-        encoded = uris.session_of_default_chat(uri)
-        if encoded is not None:
-            session = self.session_by_uri(encoded)
-            return session.state.get("defaultChat") if session else None
-        if uris.is_chat_uri(uri) and not uri.startswith("ahp-chat://"):
-            session = self.sessions.get(uri.split(":", 1)[1].lstrip("/"))
-            return session.state.get("defaultChat") if session else None
-        return None
-
-    async def _open(self, uri: str) -> Channel | None:
-        """Reopen a past session a backend lists, when a client names it or one of its chats.
-
-        A client coming back after a restart may name a chat before its session.
-        """
-        if not uris.is_chat_uri(uri):
-            try:
-                session_id = uris.session_id_of(uri)
-            except ValueError:
-                return None
-            session = await self._reopen(session_id, uri)
-            return session.channel if session else None
-        encoded = uris.session_of_default_chat(uri)
-        if encoded is not None:
-            session = await self._reopen(uris.session_id_of(encoded), encoded)
-            return self._default_channel(session)
-        if not uri.startswith("ahp-chat://"):
-            # The older ahp-chat:/<sessionId> spelling of a default chat.
-            session = await self._reopen(uri.split(":", 1)[1].lstrip("/"), uri)
-            if session is not None:
-                return self._default_channel(session)
-        session = await self._reopen_holding(uri)
-        chat = session.chats.get(uri) if session is not None else None
-        return chat.channel if chat is not None else None
-
-    @staticmethod
-    def _default_channel(session: LiveSession | None) -> Channel | None:
-        if session is None:
-            return None
-        return session.chats[session.state["defaultChat"]].channel
-
-    async def _reopen_holding(self, chat_uri: str) -> LiveSession | None:
-        """The past session whose stored record lists ``chat_uri`` among its chats."""
-        if self.store is None:
-            return None
-        for session_id in await self.store.ids():
-            record = await self._record(session_id)
-            if any(stored.get("uri") == chat_uri for stored in record.get("chats", [])):
-                return await self._reopen(session_id, record.get("uri", ""))
-        return None
-
-    # -- the catalogue -----------------------------------------------------------
-    async def _catalogue(self) -> dict[str, tuple[Backend, CatalogueRow]]:
-        found: dict[str, tuple[Backend, CatalogueRow]] = {}
+    # -- agents ------------------------------------------------------------------
+    def publish_agents(self) -> None:
+        agents = []
         for backend in self.backends.values():
-            if not backend.abilities.list_sessions:
-                continue
-            try:
-                answer = await calls.call(
-                    backend.catalogue,
-                )
-            except Exception:
-                log.exception("the %s backend could not list its sessions", backend.provider)
-                continue
-            rows = answer.rows if isinstance(answer, CataloguePage) else answer
-            for row in rows:
-                found.setdefault(row.session_id, (backend, row))
-        return found
+            for agent in backend.agents():
+                info = dict(agent)
+                if hasattr(backend, "abilities"):  # one that declares none claims none
+                    info.setdefault("capabilities", capabilities(backend))
+                agents.append(info)
+        self.engine.apply(uris.ROOT_CHANNEL, {"type": "root/agentsChanged", "agents": agents})
 
-    async def _record(self, session_id: str) -> dict[str, Any]:
-        if self.store is None:
-            return {}
-        return dict(await self.store.get(session_id) or {})
+    def agents_changed(self) -> None:
+        """``BackendNotifier``: a backend's agents changed (models known once it runs)."""
+        self.publish_agents()
 
-    async def _save(self, session: LiveSession) -> None:
-        if self.store is None:
-            return
-        state = session.state
-        record = {
-            "uri": session.uri,
-            "owner": session.owner,
-            "provider": session.provider,
-            "title": state.get("title", ""),
-            "createdAt": session.created_at,
-            "modifiedAt": session.modified_at,
-            "workingDirectories": list(session.working_directories),
-            "isRead": bool(state.get("status", 0) & states.STATUS_IS_READ),
-            "isArchived": bool(state.get("status", 0) & states.STATUS_IS_ARCHIVED),
-            "defaultChat": state.get("defaultChat"),
-            "config": state.get("config", {}).get("values", {}),
-            "chats": [
-                {
-                    "uri": chat.uri,
-                    "backendId": chat.backend_id,
-                    "title": chat.state.get("title", ""),
-                    "isRead": bool(chat.state.get("status", 0) & states.STATUS_IS_READ),
-                    "isArchived": bool(chat.state.get("status", 0) & states.STATUS_IS_ARCHIVED),
-                    **({"draft": chat.state["draft"]} if "draft" in chat.state else {}),
-                    **({"origin": chat.state["origin"]} if "origin" in chat.state else {}),
-                    # What the chat produced that clients open by reference.
-                    **{key: chat.state[key] for key in ARTIFACT_KEYS if key in chat.state},
-                }
-                for chat in session.chats.values()
-            ],
-        }
-        await self.store.put(session.id, record)
-
-    def save_soon(self, session: LiveSession) -> None:
-        if self.store is not None:
-            self.host.spawn(self._save, session)
-
-    async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
-        rows = [self.summary(session) for session in self.sessions.values()]
-        for session_id, (backend, row) in (await self._catalogue()).items():
-            if session_id in self.sessions:
-                continue
-            record = await self._record(session_id)
-            rows.append(self._row_summary(backend, row, record))
-        return page(rows, self.cursors, params.get("limit"), params.get("cursor"))
-
-    @staticmethod
-    def _row_summary(backend: Backend, row: CatalogueRow, record: dict[str, Any]) -> dict[str, Any]:
-        uri = record.get("uri") or uris.session_uri(backend.provider, row.session_id)
-        status = states.flags(
-            states.STATUS_IDLE,
-            is_read=record.get("isRead", True),
-            is_archived=record.get("isArchived", False),
-        )
-        summary: dict[str, Any] = {
-            "resource": uri,
-            "provider": backend.provider,
-            "title": record.get("title") or row.title,
-            "status": status,
-            "createdAt": row.created_at,
-            "modifiedAt": max(row.modified_at, record.get("modifiedAt", "")),
-        }
-        if row.working_directories:
-            summary["workingDirectories"] = list(row.working_directories)
-        return summary
-
-    def summary(self, session: LiveSession) -> dict[str, Any]:
-        return states.session_summary(
-            session.uri,
-            session.state,
-            created_at=session.created_at,
-            modified_at=session.modified_at,
-        )
-
-    def announce_count(self) -> None:
-        self.apply(
-            uris.ROOT_CHANNEL,
-            {"type": "root/activeSessionsChanged", "activeSessions": len(self.sessions)},
-        )
-
-    # -- creating and disposing sessions ----------------------------------------
     def backend_for(self, provider: Any) -> Backend:
         if provider is None:
             if len(self.backends) == 1:
@@ -283,6 +169,114 @@ class SessionManager:
             )
         return backend
 
+    # -- finding past sessions ---------------------------------------------------
+    async def _open(self, uri: str) -> Channel | None:
+        """Reopen a past session a backend lists, when a client names it or one of its chats.
+
+        A client coming back after a restart may name a chat before its session.
+        """
+        if not uris.is_chat_uri(uri):
+            try:
+                session_id = uris.session_id_of(uri)
+            except ValueError:
+                return None
+            session = await self._reopen(session_id)
+            return session.channel if session else None
+        encoded = uris.session_of_default_chat(uri)
+        if encoded is not None:
+            session = await self._reopen(uris.session_id_of(encoded))
+            return self._default_channel(session)
+        if not uri.startswith("ahp-chat://"):
+            # The older ahp-chat:/<sessionId> spelling of a default chat.
+            session = await self._reopen(uri.split(":", 1)[1].lstrip("/"))
+            if session is not None:
+                return self._default_channel(session)
+        session = await self._reopen_holding(uri)
+        chat = session.chats.get(uri) if session is not None else None
+        return chat.channel if chat is not None else None
+
+    @staticmethod
+    def _default_channel(session: LiveSession | None) -> Channel | None:
+        if session is None:
+            return None
+        return session.chats[session.state["defaultChat"]].channel
+
+    async def _reopen_holding(self, chat_uri: str) -> LiveSession | None:
+        """The past session that had ``chat_uri`` among its chats (or a subagent chat of one)."""
+        owner = await self.index.session_holding(chat_uri)
+        if owner is None and "/subagent/" in chat_uri:
+            owner = await self.index.session_holding(chat_uri.split("/subagent/", 1)[0])
+        if owner is not None:
+            return await self._reopen(owner)
+        if self.store is None:
+            return None
+        # Records kept before the index knew their chats: looked for once, the slow way.
+        for session_id in await self.store.ids():
+            record = await self.registry.record(session_id)
+            if any(stored.get("uri") == chat_uri for stored in record.get("chats", [])):
+                return await self._reopen(session_id)
+        return None
+
+    async def _find(self, session_id: str) -> tuple[Backend, CatalogueRow] | None:
+        """One past session's backend and row: the index, then the backends' own lookup."""
+        held = await self.index.get(session_id)
+        if held is not None and held[0] in self.backends:
+            provider, listed, _ = held
+            row = CatalogueRow(
+                session_id,
+                listed.get("title", ""),
+                listed.get("createdAt", ""),
+                listed.get("modifiedAt", ""),
+                tuple(listed.get("workingDirectories") or ()),
+            )
+            return self.backends[provider], row
+        for backend in self.backends.values():
+            if not backend.abilities.list_sessions:
+                continue
+            try:
+                lookup = getattr(backend, "lookup", None)
+                if callable(lookup):
+                    found = await calls.call(lookup, session_id)
+                else:
+                    await self.index.refresh(backend)
+                    held = await self.index.get(session_id)
+                    found = None
+                    if held is not None and held[0] == backend.provider:
+                        return await self._find(session_id)
+            except Exception:
+                log.exception("the %s backend could not look up %s", backend.provider, session_id)
+                continue
+            if found is not None:
+                await self.index.put_one(backend.provider, found)
+                return backend, found
+        return None
+
+    # -- listSessions --------------------------------------------------------------
+    async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
+        limit = page_limit(params.get("limit"))
+        listing = [b for b in self.backends.values() if b.abilities.list_sessions]
+        for backend in listing:
+            if not self.index.known(backend.provider):
+                await self.index.refresh(backend)
+            elif self.index.stale(backend.provider):
+                self.registry.spawn(self.index.refresh, backend, name="refreshing the catalogue")
+        for session in list(self.sessions.values()):
+            if session.id not in self._indexed_ids:
+                await self._indexed(session, self.registry.record_of(session))
+        items, next_cursor = await self.index.page(self.backends, limit, params.get("cursor"))
+        # A live session answers for itself: its state is newer than any row.
+        live = {session.uri: self.registry.summary(session) for session in self.sessions.values()}
+        items = [live.get(item["resource"], item) for item in items]
+        result: dict[str, Any] = {"items": items}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def _indexed(self, session: LiveSession, record: dict[str, Any]) -> None:
+        await self.index.saved(session.id, session.provider, record)
+        self._indexed_ids.add(session.id)
+
+    # -- creating and disposing sessions ----------------------------------------
     async def create_session(self, client: Client, params: dict[str, Any]) -> None:
         uri = params["channel"]
         try:
@@ -292,117 +286,61 @@ class SessionManager:
         if session_id in self.sessions:
             raise ProtocolError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
         backend = self.backend_for(params.get("provider"))
+        directories = tuple(params.get("workingDirectories") or ())
+        if len(directories) > 1 and not backend.abilities.multiple_working_directories:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"params.workingDirectories: the {backend.provider} backend works in one "
+                "directory per session",
+            )
         token = params.get("progressToken")
         if isinstance(token, str):
             self.engine.progress(client, token, 0, 2, f"starting the {backend.provider} agent")
         now = states.now_iso()
-        directories = tuple(params.get("workingDirectories") or ())
         config = dict(params.get("config") or {})
-        session = self._build(
+        session = self.registry.build(
             session_id, uri, backend, now, now, directories, config, lifecycle="creating"
         )
         session.owner = client.client_id
         chat = session.chats[session.state["defaultChat"]]
         try:
-            await self.start_agent(chat, tokens=self.tokens(client))
+            await chat.runner.start_agent(self.auth.tokens(client))
         except Exception as exc:
-            self._forget(session)
+            self.registry.forget(session)
             raise ProtocolError(
                 INVALID_PARAMS if isinstance(exc, ValueError) else -32603,
                 f"the {backend.provider} backend could not start the session: {exc}",
             ) from None
-        self.apply(session.uri, {"type": "session/ready"})
+        self.registry.apply(session.uri, {"type": "session/ready"})
         active = params.get("activeClient")
         if isinstance(active, dict) and client.client_id:
-            self.apply(
+            self.registry.apply(
                 session.uri,
                 {
                     "type": "session/activeClientSet",
                     "activeClient": {**active, "clientId": client.client_id},
                 },
             )
-        await self._save(session)
-        session.last_summary = self.summary(session)
+        # On disk before anyone, the creator included, hears of the session.
+        await self.registry.save(session)
+        log.info("session %s created (%s)", session.uri, backend.provider)
+        session.last_summary = self.registry.summary(session)
         self.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})
-        self.announce_count()
+        self.registry.announce_count()
         if isinstance(token, str):
             self.engine.progress(client, token, 2, 2, "ready")
 
-    def _build(
-        self,
-        session_id: str,
-        uri: str,
-        backend: Backend,
-        created_at: str,
-        modified_at: str,
-        directories: tuple[str, ...],
-        config: dict[str, Any],
-        *,
-        lifecycle: str = "ready",
-        record: dict[str, Any] | None = None,
-    ) -> LiveSession:
-        record = record or {}
-        default = uris.default_chat_uri(uri)
-        chat_state = states.new_chat_state(
-            default,
-            modified_at=modified_at,
-            working_directories=directories,
-            movable=False,
-            is_read=record.get("isRead", True),
-        )
-        session_state = states.new_session_state(
-            provider=backend.provider,
-            title=record.get("title", ""),
-            chats=[chat_state],
-            default_chat=default,
-            working_directories=directories,
-            config={
-                "schema": {
-                    "type": "object",
-                    "properties": composer.config_properties(
-                        backend, next(iter(directories), None), config
-                    ),
-                },
-                "values": config,
-            },
-            is_read=record.get("isRead", True),
-            is_archived=record.get("isArchived", False),
-            lifecycle=lifecycle,
-        )
-        session = LiveSession(
-            id=session_id,
-            uri=uri,
-            provider=backend.provider,
-            backend=backend,
-            channel=self.engine.add_channel(uri, "session", session_state),
-            created_at=created_at,
-            modified_at=modified_at,
-            working_directories=directories,
-        )
-        chat = LiveChat(
-            default, session, session_id, self.engine.add_channel(default, "chat", chat_state)
-        )
-        session.chats[default] = chat
-        self.sessions[session_id] = session
-        return session
-
-    def _forget(self, session: LiveSession) -> None:
-        for chat in session.chats.values():
-            self.engine.remove_channel(chat.uri)
-        self.engine.remove_channel(session.uri)
-        self.sessions.pop(session.id, None)
-
-    async def _reopen(self, session_id: str, spelling: str) -> LiveSession | None:
+    async def _reopen(self, session_id: str) -> LiveSession | None:
         """A past session, rebuilt from its backend's transcript and this host's record."""
         if session_id in self.sessions:
             return self.sessions[session_id]
-        catalogue = await self._catalogue()
-        if session_id not in catalogue or session_id in self.sessions:
+        found = await self._find(session_id)
+        if found is None or session_id in self.sessions:
             return self.sessions.get(session_id)
-        backend, row = catalogue[session_id]
-        record = await self._record(session_id)
+        backend, row = found
+        record = await self.registry.record(session_id)
         uri = record.get("uri") or uris.session_uri(backend.provider, session_id)
-        session = self._build(
+        session = self.registry.build(
             session_id,
             uri,
             backend,
@@ -415,59 +353,44 @@ class SessionManager:
         session.owner = record.get("owner")
         default = session.chats[session.state["defaultChat"]]
         default.existing = True
+        for stored in record.get("chats", []):
+            if stored.get("uri") == default.uri:
+                default.references = dict(stored.get("references") or {})
         await self._rebuild(default)
         for stored in record.get("chats", []):
             chat = (
-                default if stored.get("uri") == default.uri else self._restore_chat(session, stored)
+                default
+                if stored.get("uri") == default.uri
+                else self.registry.restore_chat(session, stored)
             )
             if chat is None:
                 continue
             if chat is not default:
+                chat.references = dict(stored.get("references") or {})
                 await self._rebuild(chat)
             kept = {key: stored[key] for key in ("draft", *ARTIFACT_KEYS) if key in stored}
             if kept:
                 chat.channel.state = {**chat.state, **kept}
-        order = [
+        order = [row["resource"] for row in session.state.get("chats", [])]
+        stored_order = [
             stored["uri"]
             for stored in record.get("chats", [])
             if stored.get("uri") in session.chats
         ]
-        if len(order) == len(session.chats) and len(order) > 1:
-            self.apply(session.uri, {"type": "session/chatsReordered", "chats": order})
-        session.last_summary = self.summary(session)
-        self.announce_count()
+        if stored_order and len(stored_order) > 1 and stored_order != order[: len(stored_order)]:
+            rest = [uri for uri in order if uri not in stored_order]
+            self.registry.apply(
+                session.uri, {"type": "session/chatsReordered", "chats": stored_order + rest}
+            )
+        session.last_summary = self.registry.summary(session)
+        log.info("session %s reopened", session.uri)
+        self.registry.announce_count()
         return session
-
-    def _restore_chat(self, session: LiveSession, stored: dict[str, Any]) -> LiveChat | None:
-        """A chat the store says the session had, back under its URI and backend id."""
-        uri, backend_id = stored.get("uri"), stored.get("backendId")
-        if (
-            not isinstance(uri, str)
-            or not isinstance(backend_id, str)
-            or uri in self.engine.channels
-        ):
-            return None
-        chat_state = states.new_chat_state(
-            uri,
-            title=stored.get("title", ""),
-            modified_at=session.modified_at,
-            origin=stored.get("origin"),
-            movable=session.backend.abilities.resume,
-            working_directories=session.working_directories,
-            is_read=stored.get("isRead", True),
-            is_archived=stored.get("isArchived", False),
-        )
-        chat = LiveChat(uri, session, backend_id, self.engine.add_channel(uri, "chat", chat_state))
-        chat.existing = True
-        session.chats[uri] = chat
-        self.apply(
-            session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat_state)}
-        )
-        return chat
 
     async def _rebuild(self, chat: LiveChat) -> None:
         rebuilder = Rebuilder(chat.uri, chat.state)
         await calls.call(chat.session.backend.read_transcript, chat.backend_id, rebuilder)
+        rebuilder.finish_children("cancelled")
         turns = rebuilder.state.get("turns", [])
         chat.older_turns = list(turns[:-TURN_WINDOW]) if len(turns) > TURN_WINDOW else []
         rebuilt = {**rebuilder.state, "turns": list(turns[-TURN_WINDOW:])}
@@ -475,20 +398,32 @@ class SessionManager:
             rebuilt["turnsNextCursor"] = str(len(chat.older_turns))
         chat.channel.state = rebuilt
         self.follow.sync_row(chat)
+        for uri, state in rebuilder.children.items():
+            if uri in chat.session.chats:
+                continue
+            origin = state.get("origin") or {}
+            child = self.registry.child_chat(
+                chat, str(origin.get("toolCallId", "")), state.get("title", "")
+            )
+            child.existing = True
+            child.channel.state = state
+            self.follow.sync_row(child)
 
     async def dispose_session(self, client: Client, params: dict[str, Any]) -> None:
         uri = params["channel"]
-        session = self.session_by_uri(uri)
+        session = self.registry.session_by_uri(uri)
         if session is None:
             session = await self.reopen_for(uri)
         for chat in list(session.chats.values()):
-            await self.stop_chat(chat)
+            await chat.runner.stop(for_good=True)
         terminals = self.host.ports.get("terminals")
         if terminals is not None:
             await resolve(terminals.release_session(session.uri))
         backend = session.backend
         if backend.abilities.delete:
             for chat in session.chats.values():
+                if chat.parent is not None:
+                    continue  # a subagent's chat lives in its parent's transcript
                 try:
                     await calls.call(backend.delete, chat.backend_id)
                 except Exception:
@@ -497,40 +432,26 @@ class SessionManager:
                     )
         else:
             log.info("the %s backend keeps its own copy of %s", backend.provider, session.uri)
-        self._forget(session)
+        self.registry.forget(session)
         if self.store is not None:
             await self.store.delete(session.id)
+        await self.index.forget(session.id)
+        self._indexed_ids.discard(session.id)
+        log.info("session %s disposed", session.uri)
         self.engine.notify_root("root/sessionRemoved", {"session": session.uri})
-        self.announce_count()
+        self.registry.announce_count()
 
     async def reopen_for(self, uri: str) -> LiveSession:
         try:
             session_id = uris.session_id_of(uri)
         except ValueError as exc:
             raise ProtocolError(INVALID_PARAMS, f"params.channel: {exc}") from None
-        session = await self._reopen(session_id, uri)
+        session = await self._reopen(session_id)
         if session is None:
             raise ProtocolError(SESSION_NOT_FOUND, f"no session {uri} on this host")
         return session
 
-    async def stop_chat(self, chat: LiveChat) -> None:
-        if chat.turn_scope is not None:
-            chat.turn_scope.cancel()
-        for ask in list(chat.session.asks.values()):
-            if ask.chat is chat:
-                ask.settle(None)
-        agent, chat.agent = chat.agent, None
-        if agent is not None:
-            with anyio.CancelScope(shield=True):
-                try:
-                    await agent.close()
-                except Exception:
-                    log.exception("closing the agent of %s failed", chat.uri)
-
-    # -- agents and turns -------------------------------------------------------
-    def tokens(self, client: Client) -> dict[str, str]:
-        return self.auth.tokens(client)
-
+    # -- sign-ins ------------------------------------------------------------------
     def _protected_resources(self) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}
         for backend in self.backends.values():
@@ -549,145 +470,3 @@ class SessionManager:
             for ask in list(session.asks.values()):
                 if ask.kind == "toolAuthentication" and ask.resource == resource:
                     ask.settle(token)
-
-    async def start_agent(self, chat: LiveChat, tokens: dict[str, str] | None = None) -> None:
-        async with chat.starting:
-            if chat.agent is not None:
-                return
-            session = chat.session
-            start = ChatStart(
-                session_id=session.id,
-                chat_uri=chat.uri,
-                backend_id=chat.backend_id,
-                working_directories=tuple(
-                    chat.state.get("workingDirectories") or session.working_directories
-                ),
-                config=dict(session.state.get("config", {}).get("values", {})),
-                resume=chat.existing,
-                fork_from=chat.fork_from,
-                side_of=chat.side_of,
-                tokens=tokens or {},
-                client_tools=self._client_tools(session),
-            )
-            chat.agent = await session.backend.start(start)
-            chat.existing = True
-
-    @staticmethod
-    def _client_tools(session: LiveSession) -> list[dict[str, Any]]:
-        tools = []
-        for active in session.state.get("activeClients", []):
-            for tool in active.get("tools", []):
-                tools.append({**tool, "name": f"{active['clientId']}__{tool['name']}"})
-        return tools
-
-    async def run_turn(
-        self, chat: LiveChat, turn_id: str, message: dict[str, Any], *, resume: bool = False
-    ) -> None:
-        session = chat.session
-        if not resume and not session.state.get("title", "").strip():
-            first_line = message.get("text", "").strip().splitlines()
-            if first_line and first_line[0].strip():
-                self.apply(
-                    session.uri,
-                    {"type": "session/titleChanged", "title": first_line[0][:TITLE_LENGTH]},
-                )
-        recorder = TurnRecorder(
-            turn_id,
-            chat=lambda action: self._apply_if_live(chat, action),
-            session=lambda action: self._apply_if_live(chat, action, session.uri),
-            chat_uri=chat.uri,
-            asker=ChatAsker(self, chat),
-            tool_owner=session.tool_owner,
-            first_part=len((chat.state.get("activeTurn") or {}).get("responseParts", [])) + 1,
-        )
-        chat.turn_id, chat.turn_started = turn_id, time.monotonic()
-        failure: BaseException | None = None
-        with anyio.CancelScope() as scope:
-            chat.turn_scope = scope
-            try:
-                await self.start_agent(chat)
-                assert chat.agent is not None
-                config = dict(session.state.get("config", {}).get("values", {}))
-                turn = TurnInput(turn_id, message, config, self._client_tools(session), resume)
-                await chat.agent.run_turn(turn, recorder)
-            except Exception as exc:
-                failure = exc
-                log.info("turn %s of %s failed: %r", turn_id, chat.uri, exc)
-        chat.turn_scope = None
-        chat.turn_id = None
-        duration = int((time.monotonic() - chat.turn_started) * 1000)
-        for ask_id, ask in list(session.asks.items()):
-            if ask.chat is chat:
-                ask.settle(None)
-                session.asks.pop(ask_id, None)
-        if chat.uri not in session.chats:
-            return
-        active = chat.state.get("activeTurn")
-        if active is not None and active.get("id") == turn_id:
-            if scope.cancelled_caught:
-                self.apply(
-                    chat.uri,
-                    {"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration},
-                )
-            elif failure is not None:
-                error = {
-                    "errorType": type(failure).__name__,
-                    "message": str(failure) or repr(failure),
-                }
-                part: dict[str, Any] = {"kind": "error", "error": error}
-                if session.backend.abilities.turn_resume:
-                    part["resumable"] = True
-                self.apply(
-                    chat.uri,
-                    {
-                        "type": "chat/error",
-                        "turnId": turn_id,
-                        "duration": duration,
-                        "part": part,
-                    },
-                )
-            else:
-                self.apply(
-                    chat.uri, {"type": "chat/turnComplete", "turnId": turn_id, "duration": duration}
-                )
-        if chat.state.get("activity"):
-            self.apply(chat.uri, {"type": "chat/activityChanged"})
-        session.modified_at = states.now_iso()
-        self.save_soon(session)
-        self.take_next(chat)
-
-    def _apply_if_live(
-        self, chat: LiveChat, action: dict[str, Any], uri: str | None = None
-    ) -> None:
-        # A turn the client cancelled has already ended; what its agent says after is dropped.
-        active = chat.state.get("activeTurn")
-        if (
-            uri is None
-            and action.get("turnId") is not None
-            and (active is None or active.get("id") != action.get("turnId"))
-        ):
-            return
-        self.apply(uri or chat.uri, action)
-
-    def take_next(self, chat: LiveChat) -> None:
-        """Start the next waiting message, steering first, then the queue in order."""
-        if chat.state.get("activeTurn") is not None or chat.uri not in chat.session.chats:
-            return
-        pending = chat.state.get("steeringMessage")
-        if pending is None:
-            queued = chat.state.get("queuedMessages") or []
-            pending = queued[0] if queued else None
-        if pending is None:
-            return
-        turn_id = str(uuid.uuid4())
-        self.apply(
-            chat.uri,
-            {
-                "type": "chat/turnStarted",
-                "turnId": turn_id,
-                "startedAt": states.now_iso(),
-                "message": pending["message"],
-                "queuedMessageId": pending["id"],
-            },
-        )
-        self.host.spawn(self.run_turn, chat, turn_id, pending["message"])

@@ -6,16 +6,14 @@ never told a chat is in two places or in none.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ahpcore.engine.clients import Client
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import INVALID_PARAMS, SESSION_NOT_FOUND, ProtocolError
 from ahpcore.sessions import state as states
 from ahpcore.sessions.live import LiveChat, LiveSession
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.manager import SessionManager
+from ahpcore.sessions.registry import SessionRegistry
 
 
 def _refuse(message: str) -> ProtocolError:
@@ -35,7 +33,7 @@ def _order(session: LiveSession, chat: str, after: str | None) -> list[str]:
 
 
 async def move_chat(
-    manager: SessionManager, client: Client, params: dict[str, Any]
+    manager: SessionRegistry, client: Client, params: dict[str, Any]
 ) -> dict[str, Any]:
     channel = await manager.engine.open_channel(params["channel"])
     chat = manager.chat_by_uri(channel.uri) if channel is not None else None
@@ -72,7 +70,7 @@ async def move_chat(
             f"{source.provider} backend: a chat moves only between sessions of one backend"
         )
     order = _order(target, chat.uri, after)
-    await manager.stop_chat(chat)
+    await chat.runner.stop()
     del source.chats[chat.uri]
     chat.session = target
     chat.existing = True
@@ -85,11 +83,11 @@ async def move_chat(
     return {"session": target.uri}
 
 
-async def _to_new_session(manager: SessionManager, chat: LiveChat) -> dict[str, Any]:
+async def _to_new_session(manager: SessionRegistry, chat: LiveChat) -> dict[str, Any]:
     source = chat.session
     if chat.backend_id in manager.sessions:
         raise _refuse(f"a session with id {chat.backend_id} already exists")
-    await manager.stop_chat(chat)
+    await chat.runner.stop()
     uri = uris.session_uri(source.provider, chat.backend_id)
     now = states.now_iso()
     session_state = states.new_session_state(

@@ -2,7 +2,8 @@
 
 It drives the very ``TurnRecorder`` a live turn uses, with a sink that folds
 each action into a detached chat state through the reducers, so a rebuilt turn
-is the same shape as a live one.
+is the same shape as a live one. A subagent's turn is folded into a child
+chat state the same way, under the URI the live turn gave it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from ahpcore.reducers import reduce
-from ahpcore.sessions.state import now_iso
+from ahpcore.sessions import state as states
+from ahpcore.sessions.reporter import subagent_chat_uri
 from ahpcore.sessions.turns import TurnRecorder
 
 
@@ -20,6 +22,10 @@ class Rebuilder:
         self.chat_uri = chat_uri
         self.state = state
         self._turn: str | None = None
+        self._started: str | None = None
+        #: Subagent chats met on the way, by URI: their rebuilt states, in order.
+        self.children: dict[str, dict[str, Any]] = {}
+        self._child_builders: dict[str, Rebuilder] = {}
 
     def _chat(self, action: dict[str, Any]) -> None:
         self.state = reduce("chat", self.state, action)
@@ -27,21 +33,31 @@ class Rebuilder:
     def _session(self, action: dict[str, Any]) -> None:
         pass  # a rebuilt turn's title or questions belong to the past, not the session's state
 
+    def recorder(self, turn_id: str) -> TurnRecorder:
+        return TurnRecorder(
+            turn_id,
+            chat=self._chat,
+            session=self._session,
+            chat_uri=self.chat_uri,
+            children=RebuiltChildren(self),
+        )
+
     def turn(
         self, turn_id: str, message: Mapping[str, Any], *, started_at: str | None = None
     ) -> TurnRecorder:
         if self._turn is not None:
             self.end_turn()
         self._turn = turn_id
+        self._started = started_at or states.now_iso()
         self._chat(
             {
                 "type": "chat/turnStarted",
                 "turnId": turn_id,
-                "startedAt": started_at or now_iso(),
+                "startedAt": self._started,
                 "message": dict(message),
             }
         )
-        return TurnRecorder(turn_id, chat=self._chat, session=self._session, chat_uri=self.chat_uri)
+        return self.recorder(turn_id)
 
     def end_turn(
         self,
@@ -62,3 +78,64 @@ class Rebuilder:
             self._chat({"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration_ms})
         else:
             self._chat({"type": "chat/turnComplete", "turnId": turn_id, "duration": duration_ms})
+        self.finish_children("cancelled")
+
+    def finish_children(self, state: str) -> None:
+        for uri, child in list(self._child_builders.items()):
+            child.end_child(state)
+            self.children[uri] = child.state
+            self.children.update(child.children)
+        self._child_builders.clear()
+
+    def end_child(self, state: str) -> None:
+        active = self.state.get("activeTurn")
+        if active is None:
+            return
+        turn_id = active["id"]
+        if state == "complete":
+            self._chat({"type": "chat/turnComplete", "turnId": turn_id, "duration": 0})
+        elif state == "error":
+            part = {"kind": "error", "error": {"errorType": "error", "message": "the call failed"}}
+            self._chat({"type": "chat/error", "turnId": turn_id, "duration": 0, "part": part})
+        else:
+            self._chat({"type": "chat/turnCancelled", "turnId": turn_id, "duration": 0})
+        self.finish_children("cancelled")
+
+
+class RebuiltChildren:
+    """Subagents of a rebuilt turn: child chat states folded like the parent's."""
+
+    def __init__(self, parent: Rebuilder) -> None:
+        self.parent = parent
+
+    def open(
+        self, turn_id: str, call_id: str, name: str, description: str
+    ) -> tuple[str, TurnRecorder]:
+        uri = subagent_chat_uri(self.parent.chat_uri, call_id)
+        state = states.new_chat_state(
+            uri,
+            title=description or name,
+            modified_at=self.parent._started or states.now_iso(),
+            origin={"kind": "tool", "chat": self.parent.chat_uri, "toolCallId": call_id},
+            working_directories=self.parent.state.get("workingDirectories") or (),
+        )
+        child = Rebuilder(uri, state)
+        child._started = self.parent._started
+        child._chat(
+            {
+                "type": "chat/turnStarted",
+                "turnId": call_id,
+                "startedAt": self.parent._started or states.now_iso(),
+                "message": {"text": description, "origin": {"kind": "tool"}},
+            }
+        )
+        self.parent._child_builders[uri] = child
+        return uri, child.recorder(call_id)
+
+    def close(self, call_id: str, state: str) -> None:
+        uri = subagent_chat_uri(self.parent.chat_uri, call_id)
+        child = self.parent._child_builders.pop(uri, None)
+        if child is not None:
+            child.end_child(state)
+            self.parent.children[uri] = child.state
+            self.parent.children.update(child.children)

@@ -27,7 +27,7 @@ from ahpcore.sessions.contract import (
 META_PREFIX = "ahp."
 
 Action = dict[str, Any]
-Sink = Callable[[Action], None]
+Sink = Callable[[Action], object]
 
 
 class Asker(Protocol):
@@ -35,7 +35,7 @@ class Asker(Protocol):
 
     async def approval(self, turn_id: str, call_id: str) -> Approval: ...
 
-    async def answer(self, request: Mapping[str, Any]) -> InputAnswer: ...
+    async def answer(self, turn_id: str, request: Mapping[str, Any]) -> InputAnswer: ...
 
     async def client_tool(
         self, turn_id: str, call_id: str, client_id: str
@@ -44,12 +44,31 @@ class Asker(Protocol):
     async def sign_in(self, turn_id: str, call_id: str, resource: str) -> str: ...
 
 
+class Children(Protocol):
+    """Where a turn's subagents run: a live chat's child chats, or rebuilt ones."""
+
+    def open(
+        self, turn_id: str, call_id: str, name: str, description: str
+    ) -> tuple[str, TurnRecorder]:
+        """The child chat's URI, and the recorder of its one turn."""
+        ...
+
+    def close(self, call_id: str, state: str) -> None:
+        """The call ended: so does its child's turn (complete, error or cancelled)."""
+        ...
+
+
 class CannotAsk(RuntimeError):
     """A rebuilt turn reported a question: history has no one to ask."""
 
 
 def _drop_none(**fields: Any) -> Action:
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def option_json(option: ApprovalOption) -> Action:
+    """A ``ConfirmationOption``."""
+    return _drop_none(id=option.id, label=option.label, kind=option.kind, group=option.group)
 
 
 def usage_info(
@@ -107,6 +126,12 @@ class TurnRecorder:
     _deferred: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     #: The backend's own id for this turn, when it reported one.
     backend_ref: str | None = None
+    #: Where subagents run (None: this reporter cannot start one).
+    children: Children | None = None
+    #: Called with the pending edits of a call that asks, and again with () once answered.
+    edits_pending: Callable[[str, Sequence[PendingEdit]], list[dict[str, Any]]] | None = None
+    #: Subagent child chats by call id: (uri, name, description).
+    _subagents: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._parts = itertools.count(self.first_part)
@@ -215,18 +240,54 @@ class TurnRecorder:
         self._ready(call_id, tool_input, invocation_message, confirmed="not-needed")
 
     def tool_progress(self, call_id: str, message: str) -> None:
+        # Content and _meta are replaced whole: what a subagent call carries goes again.
+        sub = call_id in self._subagents
         self.chat(
             {
                 "type": "chat/toolCallContentChanged",
                 "turnId": self.turn_id,
                 "toolCallId": call_id,
-                "content": [],
-                "_meta": {"progressMessage": message},
+                "content": [self._subagent_content(call_id)] if sub else [],
+                "_meta": {
+                    **(self._subagent_meta(call_id) if sub else {}),
+                    "progressMessage": message,
+                },
             }
         )
 
     def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
-        raise NotImplementedError("subagents arrive with the chat runner")
+        if self.children is None:
+            raise CannotAsk("this turn cannot start a subagent")
+        uri, child = self.children.open(self.turn_id, call_id, name, description)
+        self._subagents[call_id] = (uri, name, description)
+        self.chat(
+            {
+                "type": "chat/toolCallContentChanged",
+                "turnId": self.turn_id,
+                "toolCallId": call_id,
+                "content": [self._subagent_content(call_id)],
+                "_meta": self._subagent_meta(call_id),
+            }
+        )
+        return child
+
+    def _subagent_content(self, call_id: str) -> dict[str, Any]:
+        uri, name, description = self._subagents[call_id]
+        return {"type": "subagent", "resource": uri, "title": description, "agentName": name}
+
+    def _subagent_meta(self, call_id: str) -> dict[str, Any]:
+        uri, name, description = self._subagents[call_id]
+        return {
+            "subagentChatUri": uri,
+            "subagentAgentName": name,
+            "subagentDescription": description,
+        }
+
+    def end_subagents(self, state: str) -> None:
+        """The turn ended: every subagent still running ends with it."""
+        if self.children is not None:
+            for call_id in list(self._subagents):
+                self.children.close(call_id, state)
 
     async def tool_approval(
         self,
@@ -238,11 +299,25 @@ class TurnRecorder:
         options: Sequence[ApprovalOption] = (),
         edits: Sequence[PendingEdit] = (),
     ) -> Approval:
-        self._deferred.pop(call_id, None)
+        deferred = self._deferred.pop(call_id, None)
         if self.asker is None:
             raise CannotAsk("a rebuilt turn cannot ask for approval")
-        self._ready(call_id, tool_input, invocation_message, confirmationTitle=title)
-        return await self.asker.approval(self.turn_id, call_id)
+        if deferred is not None and tool_input is None:
+            tool_input = deferred[0]
+        served = self.edits_pending(call_id, edits) if self.edits_pending and edits else None
+        self._ready(
+            call_id,
+            tool_input,
+            invocation_message,
+            confirmationTitle=title,
+            options=[option_json(option) for option in options] or None,
+            edits={"items": served} if served else None,
+        )
+        try:
+            return await self.asker.approval(self.turn_id, call_id)
+        finally:
+            if served and self.edits_pending is not None:
+                self.edits_pending(call_id, ())
 
     def tool_decided(
         self,
@@ -252,9 +327,16 @@ class TurnRecorder:
         invocation_message: str,
         approval: Approval | None,
         title: str | None = None,
+        options: Sequence[ApprovalOption] = (),
     ) -> None:
         # The same two actions a live approval makes: ready without confirmed, then the answer.
-        self._ready(call_id, tool_input, invocation_message, confirmationTitle=title)
+        self._ready(
+            call_id,
+            tool_input,
+            invocation_message,
+            confirmationTitle=title,
+            options=[option_json(option) for option in options] or None,
+        )
         if approval is not None:
             self.chat(self.decision(call_id, approval))
 
@@ -268,6 +350,7 @@ class TurnRecorder:
                 approved=True,
                 confirmed="user-action",
                 editedToolInput=approval.edited_input,
+                selectedOptionId=approval.selected_option_id,
             )
         return _drop_none(
             type="chat/toolCallConfirmed",
@@ -275,6 +358,7 @@ class TurnRecorder:
             toolCallId=call_id,
             approved=False,
             reason=approval.reason if approval.reason in ("denied", "skipped") else "denied",
+            selectedOptionId=approval.selected_option_id,
         )
 
     def tool_complete(
@@ -289,10 +373,15 @@ class TurnRecorder:
         deferred = self._deferred.pop(call_id, None)
         if deferred is not None:
             self.tool_running(call_id, tool_input=deferred[0], invocation_message=deferred[1])
+        items = [dict(c) for c in content] if content is not None else None
+        if call_id in self._subagents:
+            items = [*(items or []), self._subagent_content(call_id)]
+            if self.children is not None:
+                self.children.close(call_id, "complete" if success else "error")
         result = _drop_none(
             success=success,
             pastTenseMessage=past_tense_message,
-            content=[dict(c) for c in content] if content is not None else None,
+            content=items,
             error={"message": error} if error is not None else None,
         )
         self.chat(
@@ -348,7 +437,7 @@ class TurnRecorder:
             questions=[dict(q) for q in questions],
         )
         self.chat({"type": "chat/inputRequested", "request": request})
-        return await self.asker.answer(request)
+        return await self.asker.answer(self.turn_id, request)
 
     def asked(
         self,

@@ -36,9 +36,13 @@ def session_host(tmp_path: Path) -> Callable[..., Any]:
 
     @asynccontextmanager
     async def start(
-        the_script: Script | None = None, *, sessions: str = "file", grace: float = 0.2
+        the_script: Script | None = None,
+        *,
+        sessions: str = "file",
+        grace: float = 0.2,
+        **backend_options: Any,
     ) -> AsyncIterator[tuple[RunningHost, ScriptedBackend]]:
-        backend = ScriptedBackend(tmp_path / "scripted", the_script or script())
+        backend = ScriptedBackend(tmp_path / "scripted", the_script or script(), **backend_options)
         settings = HostSettings(
             sessions=sessions, port=0, state_dir=tmp_path / "state", reconnect_grace=grace
         )

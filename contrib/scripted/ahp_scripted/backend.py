@@ -17,6 +17,8 @@ from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
 from ahp_scripted.transcript import RecordingReporter, replay
 from ahpcore.sessions.contract import (
     Abilities,
+    AgentRefused,
+    BackendNotifier,
     CataloguePage,
     CatalogueRow,
     ChatStart,
@@ -51,6 +53,10 @@ class ScriptedAgent:
         self.closed = False
         self._steering: deque[str] = deque()
         self._running: str | None = None
+        #: Where this agent reports outside the host's turns.
+        self.session = start.report
+        #: What clients asked of the live agent: ("configure", values), ("toggle", id, on), ...
+        self.heard: list[tuple[Any, ...]] = []
 
     @property
     def running_turn(self) -> str | None:
@@ -93,6 +99,18 @@ class ScriptedAgent:
         return record, 0, {}
 
     async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        report.reference(f"scripted:{turn.uuid or turn.turn_id}")
+        await self._run(turn, report)
+
+    async def _follow_up(self, text: str, origin: str) -> None:
+        """A turn of the agent's own, once its background work finished."""
+        if self.session is None or self.closed:
+            return
+        async with self.session.begin_turn({"text": text}, origin=origin) as report:  # type: ignore[arg-type]
+            message = {"text": text, "origin": {"kind": origin}}
+            await self._run(TurnInput(report.turn_id, message), report)
+
+    async def _run(self, turn: TurnInput, report: TurnReporter) -> None:
         if self.closed:
             raise RuntimeError(f"the scripted agent for {self.conversation.backend_id!r} is closed")
         if self._running is not None:
@@ -123,6 +141,8 @@ class ScriptedAgent:
                 client_tools=self.client_tools,
                 steering=self._next_steering,
                 redirect=backend.script.select,
+                session=self.session,
+                follow_up=self._follow_up,
             )
             await run.run(steps, start)
             outcome = {"state": "complete"}
@@ -139,6 +159,31 @@ class ScriptedAgent:
             outcome["durationMs"] = max(0, int((backend.clock() - began).total_seconds() * 1000))
             record.end = outcome
             backend.save(self.conversation)
+
+    async def configure(self, values: Mapping[str, Any]) -> None:
+        """Config a client changed; a value the backend was told to refuse is refused."""
+        for key, value in values.items():
+            if self.backend.refuse_config.get(key) == value:
+                raise AgentRefused(f"the scripted agent will not switch {key} to {value!r} now")
+        self.heard.append(("configure", dict(values)))
+
+    async def toggle(self, customization_id: str, enabled: bool) -> None:
+        self.heard.append(("toggle", customization_id, enabled))
+
+    async def mcp_start(self, customization_id: str) -> None:
+        self.heard.append(("mcp_start", customization_id))
+        if self.session is not None:
+            self.session.mcp_server_state(customization_id, {"kind": "ready"})
+
+    async def mcp_stop(self, customization_id: str) -> None:
+        self.heard.append(("mcp_stop", customization_id))
+        if self.session is not None:
+            self.session.mcp_server_state(customization_id, {"kind": "stopped"})
+
+    async def truncate(self, turn_id: str | None, reference: str | None) -> None:
+        """Truncation through the live agent: its own conversation, between turns."""
+        self.heard.append(("truncate", turn_id, reference))
+        await self.backend.truncate(self.conversation.backend_id, turn_id)
 
     async def close(self) -> None:
         self.closed = True
@@ -178,6 +223,11 @@ class ScriptedBackend:
         list_sessions=True,
         turn_resume=True,
         steering=True,
+        rename=True,
+        configure=True,
+        toggle=True,
+        mcp_control=True,
+        agent_truncate=True,
     )
 
     def __init__(
@@ -188,6 +238,8 @@ class ScriptedBackend:
         variables: Variables | None = None,
         clock: Clock = _now,
         config: Mapping[str, Mapping[str, Any]] | None = None,
+        refuse_config: Mapping[str, Any] | None = None,
+        late_models: Sequence[str] = (),
     ) -> None:
         if script is None:
             from ahp_scripted.demo import demo_script, host_variables
@@ -202,6 +254,12 @@ class ScriptedBackend:
         self.agents_by_id: dict[str, ScriptedAgent] = {}
         #: The session config schema's properties (``SessionConfigPropertySchema`` dicts).
         self.config = dict(DEFAULT_CONFIG if config is None else config)
+        #: Config values a live agent refuses (key -> value), to exercise refusals.
+        self.refuse_config = dict(refuse_config or {})
+        #: Models listed only once an agent has started (as a real agent learns them).
+        self.late_models = tuple(late_models)
+        self.notifier: BackendNotifier | None = None
+        self._started_once = False
 
     # -- the contract ---------------------------------------------------------------
     def session_config(
@@ -223,15 +281,28 @@ class ScriptedBackend:
                 found.append({"value": str(value), "label": label})
         return found
 
+    def attach(self, notifier: BackendNotifier) -> None:
+        self.notifier = notifier
+
     def agents(self) -> Sequence[Mapping[str, Any]]:
+        models = [{"id": MODEL_ID, "provider": PROVIDER, "name": "Scripted"}]
+        if self._started_once:
+            models += [{"id": m, "provider": PROVIDER, "name": m} for m in self.late_models]
         return [
             {
                 "provider": PROVIDER,
                 "displayName": self.script.name,
                 "description": self.script.description,
-                "models": [{"id": MODEL_ID, "provider": PROVIDER, "name": "Scripted"}],
+                "models": models,
             }
         ]
+
+    async def rename(self, backend_id: str, title: str) -> None:
+        """A client renamed the chat: the catalogue lists it under the new title."""
+        conversation = self.store.get(backend_id)
+        if conversation is not None:
+            conversation.renamed = title
+            self.save(conversation)
 
     async def start(self, start: ChatStart) -> ScriptedAgent:
         conversation = self.store.get(start.backend_id)
@@ -242,6 +313,10 @@ class ScriptedBackend:
             self.save(conversation)
         agent = ScriptedAgent(self, conversation, start)
         self.agents_by_id[start.backend_id] = agent
+        if not self._started_once:
+            self._started_once = True
+            if self.late_models and self.notifier is not None:
+                self.notifier.agents_changed()
         return agent
 
     def _new(self, start: ChatStart) -> Conversation:

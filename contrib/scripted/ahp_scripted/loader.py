@@ -34,13 +34,16 @@ from typing import Any
 from ahp_scripted.script import (
     Activity,
     Ask,
+    Background,
     Crash,
+    Drain,
     Fail,
     Rule,
     Say,
     Script,
     ScriptError,
     Step,
+    Subagent,
     Think,
     Title,
     Tool,
@@ -60,6 +63,9 @@ KINDS: dict[str, tuple[type, str | None]] = {
     "wait": (Wait, None),
     "fail": (Fail, "message"),
     "crash": (Crash, "message"),
+    "subagent": (Subagent, "name"),
+    "background": (Background, "id"),
+    "drain": (Drain, "seconds"),
 }
 SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -123,6 +129,28 @@ def _json_value(value: Any, where: str) -> Any:
     return value
 
 
+def _optional_seconds(value: Any, where: str) -> float | None:
+    return None if value is None else _seconds(value, where)
+
+
+def _json_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise _Problem(f"must be a list of mappings, not {_show(value)}")
+    return [dict(item) for item in value]
+
+
+def _text_list(value: Any, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _Problem(f"must be a list of strings, not {_show(value)}")
+    return list(value)
+
+
+def _origin(value: Any, where: str) -> str:
+    if value not in ("agent", "systemNotification"):
+        raise _Problem(f"must be 'agent' or 'systemNotification', not {_show(value)}")
+    return str(value)
+
+
 def _steps(value: Any, where: str) -> tuple[Step, ...]:
     if not isinstance(value, list | tuple):
         raise _Problem(f"must be a list of steps, not {_show(value)}")
@@ -160,6 +188,8 @@ FIELDS: dict[type, dict[str, Check]] = {
         "past_tense": _optional_text,
         "title": _optional_text,
         "on_deny": _steps,
+        "options": _json_list,
+        "edits": _json_list,
     },
     Ask: {
         "questions": _questions,
@@ -172,12 +202,35 @@ FIELDS: dict[type, dict[str, Check]] = {
         "output_tokens": _count,
         "model": _optional_text,
         "cache_read_tokens": _optional_count,
+        "cache_write_tokens": _optional_count,
+        "reasoning_tokens": _optional_count,
+        "context_used": _optional_count,
+        "context_size": _optional_count,
+        "cost": _optional_seconds,
+        "currency": _text,
     },
     Title: {"text": _text},
     Activity: {"text": _optional_text},
     Wait: {"seconds": _seconds, "gate": _text},
     Fail: {"message": _text},
     Crash: {"message": _text},
+    Subagent: {
+        "name": _text,
+        "description": _text,
+        "steps": _steps,
+        "result": _text,
+        "progress": _text_list,
+    },
+    Background: {
+        "id": _text,
+        "label": _text,
+        "command": _optional_text,
+        "seconds": _optional_seconds,
+        "gate": _optional_text,
+        "follow_up": _optional_text,
+        "origin": _origin,
+    },
+    Drain: {"seconds": _seconds},
 }
 
 

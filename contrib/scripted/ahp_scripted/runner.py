@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import string
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,18 +17,28 @@ import anyio.lowlevel
 from ahp_scripted.script import (
     Activity,
     Ask,
+    Background,
     Crash,
+    Drain,
     Fail,
     Say,
     ScriptError,
     Step,
+    Subagent,
     Think,
     Title,
     Tool,
     Usage,
     Wait,
 )
-from ahpcore.sessions.contract import InputAnswer, TurnReporter
+from ahpcore.sessions.contract import (
+    ApprovalOption,
+    Cost,
+    InputAnswer,
+    PendingEdit,
+    SessionReporter,
+    TurnReporter,
+)
 
 
 class ScriptedTurnFailed(RuntimeError):
@@ -156,9 +167,27 @@ class TurnRun:
     redirect: Callable[[str], tuple[tuple[Step, ...], dict[str, str]]] | None = None
     #: Index of the top-level step running now (a resumed turn starts after it).
     position: int = 0
+    #: Where background work and the agent's own turns go (None: nowhere).
+    session: SessionReporter | None = None
+    #: Runs an agent-started turn for a follow-up text (the agent's own).
+    follow_up: Callable[[str, str], Awaitable[None]] | None = None
     activity_set: bool = field(default=False, init=False)
+    #: Seconds a cancel takes to land (``drain``), 0 for at once.
+    drain: float = field(default=0.0, init=False)
 
     async def run(self, steps: Sequence[Step], start: int = 0) -> None:
+        try:
+            await self._run(steps, start)
+        except anyio.get_cancelled_exc_class():
+            if self.drain:
+                # A slow agent: it keeps streaming to the end of its turn before it stops.
+                with anyio.CancelScope(shield=True):
+                    await anyio.sleep(self.drain / 2)
+                    self.report.text(" (draining)")
+                    await anyio.sleep(self.drain / 2)
+            raise
+
+    async def _run(self, steps: Sequence[Step], start: int) -> None:
         index = start
         current: Sequence[Step] = steps
         try:
@@ -197,7 +226,18 @@ class TurnRun:
                 output_tokens=step.output_tokens,
                 model=step.model,
                 cache_read_tokens=step.cache_read_tokens,
+                cache_write_tokens=step.cache_write_tokens,
+                reasoning_tokens=step.reasoning_tokens,
+                context_used=step.context_used,
+                context_size=step.context_size,
+                cost=Cost(step.cost, step.currency) if step.cost is not None else None,
             )
+        elif isinstance(step, Subagent):
+            await self.subagent(step)
+        elif isinstance(step, Background):
+            self.background(step)
+        elif isinstance(step, Drain):
+            self.drain = step.seconds
         elif isinstance(step, Title):
             self.report.title(self.fill(step.text))
         elif isinstance(step, Activity):
@@ -274,13 +314,32 @@ class TurnRun:
             texts = [c.get("text", "") for c in content if isinstance(c, Mapping)]
             self.variables["result"] = "".join(str(t) for t in texts)
             return
+        # Whether it asks is known only now, as with an agent that asks when it asks.
+        report.tool_ready(call_id, tool_input=tool_input, invocation_message=invocation)
         if step.approval:
             approval = await report.tool_approval(
                 call_id,
                 tool_input=tool_input,
                 invocation_message=invocation,
                 title=self.fill(step.title) if step.title else None,
+                options=[
+                    ApprovalOption(
+                        str(o["id"]),
+                        self.fill(str(o.get("label", o["id"]))),
+                        o.get("kind", "approve"),
+                    )
+                    for o in step.options
+                ],
+                edits=[
+                    PendingEdit(
+                        self.fill(str(e["path"])),
+                        self.fill(str(e.get("after", ""))),
+                        self.fill(str(e["before"])) if e.get("before") is not None else None,
+                    )
+                    for e in step.edits
+                ],
             )
+            self.variables["option"] = approval.selected_option_id or ""
             if not approval.approved:
                 # The reducer has already cancelled the call: nothing more to report on it.
                 self.variables["suggestion"] = approval.suggestion or ""
@@ -300,6 +359,59 @@ class TurnRun:
         content = [{"type": "text", "text": result_text}] if result_text else None
         report.tool_complete(call_id, success=True, past_tense_message=past, content=content)
         self.variables["result"] = result_text
+
+    async def subagent(self, step: Subagent) -> None:
+        call_id = next(self.call_ids)
+        report = self.report
+        description = self.fill(step.description)
+        tool_input = json.dumps({"description": description, "subagent_type": step.name})
+        report.tool_start(call_id, "Task", display_name=f"Subagent {step.name}")
+        report.tool_input(call_id, tool_input)
+        report.tool_running(
+            call_id, tool_input=tool_input, invocation_message=f"Running {step.name}"
+        )
+        child = report.subagent(call_id, step.name, description)
+        for line in step.progress:
+            report.tool_progress(call_id, self.fill(line))
+        inner = TurnRun(
+            report=child,
+            variables=dict(self.variables),
+            gates=self.gates,
+            call_ids=(f"{call_id}.{n}" for n in itertools.count(1)),
+        )
+        await inner.run(step.steps)
+        result = self.fill(step.result)
+        report.tool_complete(
+            call_id,
+            success=True,
+            past_tense_message=f"{step.name} finished",
+            content=[{"type": "text", "text": result}] if result else None,
+        )
+        self.variables["result"] = result
+
+    def background(self, step: Background) -> None:
+        session, follow_up = self.session, self.follow_up
+        if session is None:
+            return
+        work_id = self.fill(step.id)
+        session.background_work_set(
+            work_id,
+            label=self.fill(step.label),
+            command=self.fill(step.command) if step.command else None,
+        )
+        text = self.fill(step.follow_up) if step.follow_up else None
+        gates = self.gates
+
+        async def finish() -> None:
+            if step.gate is not None:
+                await gates.wait(step.gate)
+            else:
+                await anyio.sleep(step.seconds or 0)
+            session.background_work_removed(work_id)
+            if text is not None and follow_up is not None:
+                await follow_up(text, step.origin)
+
+        session.start_soon(finish)
 
     async def ask(self, step: Ask) -> None:
         questions = [fill_json(dict(q), self.variables) for q in step.questions]

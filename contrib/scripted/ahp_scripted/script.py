@@ -47,7 +47,9 @@ class Think:
 class Tool:
     """A tool call: streamed input, optionally approved by a person, then its result.
 
-    ``fail`` completes the call with success False and that error. ``client``
+    ``options`` (``{id, label, kind}``) are the answers a person picks from (the
+    pick is ``${option}``); ``edits`` (``{path, after, before}``) are file edits
+    the approval shows. ``fail`` completes the call with success False and that error. ``client``
     runs a tool a client provides (``<clientId>__<name>``; ``name`` may be the
     bare ``<name>``). A denied approval runs ``on_deny`` and ends the turn.
     """
@@ -64,6 +66,8 @@ class Tool:
     past_tense: str | None
     title: str | None
     on_deny: tuple[Step, ...]
+    options: tuple[Mapping[str, JSON], ...]
+    edits: tuple[Mapping[str, JSON], ...]
 
     def __init__(
         self,
@@ -79,9 +83,13 @@ class Tool:
         past_tense: str | None = None,
         title: str | None = None,
         on_deny: Sequence[StepLike] = (),
+        options: Sequence[Mapping[str, JSON]] = (),
+        edits: Sequence[Mapping[str, JSON]] = (),
     ) -> None:
         _set(
             self,
+            options=tuple(dict(option) for option in options),
+            edits=tuple(dict(edit) for edit in edits),
             name=name,
             input={} if input is None else input,
             approval=approval,
@@ -138,6 +146,13 @@ class Usage:
     output_tokens: int
     model: str | None = None
     cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+    #: What the turn cost, in ``currency``.
+    cost: float | None = None
+    currency: str = "USD"
 
 
 @dataclass(frozen=True)
@@ -180,10 +195,94 @@ class Crash:
     message: str = "the agent process exited unexpectedly"
 
 
-Step = Say | Think | Tool | Ask | Usage | Title | Activity | Wait | Fail | Crash
+@dataclass(frozen=True, init=False)
+class Subagent:
+    """A tool call that runs a subagent: its ``steps`` run in a child chat.
+
+    ``progress`` lines go out as the call's progress before the steps run.
+    """
+
+    name: str
+    description: str
+    steps: tuple[Step, ...]
+    result: str
+    progress: tuple[str, ...]
+
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        steps: Sequence[StepLike] = (),
+        result: str = "",
+        progress: Sequence[str] = (),
+    ) -> None:
+        _set(
+            self,
+            name=name,
+            description=description,
+            steps=as_steps(steps, where="steps"),
+            result=result,
+            progress=tuple(progress),
+        )
+
+
+@dataclass(frozen=True)
+class Background:
+    """Work that runs on after the turn: listed as background work until it ends.
+
+    It ends after ``seconds`` or when ``gate`` is released; then, with a
+    ``follow_up``, the agent starts a turn of its own with that text (origin
+    ``agent``, or ``systemNotification``).
+    """
+
+    id: str
+    label: str
+    command: str | None = None
+    seconds: float | None = None
+    gate: str | None = None
+    follow_up: str | None = None
+    origin: str = "agent"
+
+
+@dataclass(frozen=True)
+class Drain:
+    """From here on, a cancel takes ``seconds`` to land: the agent drains its stream first."""
+
+    seconds: float = 1.0
+
+
+Step = (
+    Say
+    | Think
+    | Tool
+    | Ask
+    | Usage
+    | Title
+    | Activity
+    | Wait
+    | Fail
+    | Crash
+    | Subagent
+    | Background
+    | Drain
+)
 #: A step, or a plain dict in the file form (``{"say": "hi"}``).
 StepLike = Step | Mapping[str, JSON]
-STEP_TYPES = (Say, Think, Tool, Ask, Usage, Title, Activity, Wait, Fail, Crash)
+STEP_TYPES = (
+    Say,
+    Think,
+    Tool,
+    Ask,
+    Usage,
+    Title,
+    Activity,
+    Wait,
+    Fail,
+    Crash,
+    Subagent,
+    Background,
+    Drain,
+)
 
 
 def _set(obj: object, **values: Any) -> None:

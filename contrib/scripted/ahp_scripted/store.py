@@ -91,6 +91,8 @@ class Conversation:
     #: (backend id, turn id) this side chat looks at, and what that turn said.
     side_of: list[str] | None = None
     side_context: str | None = None
+    #: The title a client gave the chat, over the one its first message makes.
+    renamed: str | None = None
 
     def turn_index(self, turn_id: str) -> int:
         for index, turn in enumerate(self.turns):
@@ -99,7 +101,9 @@ class Conversation:
         raise LookupError(f"conversation {self.backend_id!r} has no turn {turn_id!r}")
 
     def title(self) -> str:
-        """The first message's text on one line, at most 60 characters."""
+        """A client's title, else the first message's text on one line, at most 60 characters."""
+        if self.renamed:
+            return self.renamed
         if not self.turns:
             return ""
         return " ".join(str(self.turns[0].message.get("text", "")).split())[:60]
@@ -116,6 +120,7 @@ class Conversation:
             "forkOf": self.fork_of,
             "sideOf": self.side_of,
             "sideContext": self.side_context,
+            **({"renamed": self.renamed} if self.renamed else {}),
             "turns": [turn.to_json() for turn in self.turns],
         }
 
@@ -134,6 +139,7 @@ class Conversation:
             fork_of=data.get("forkOf"),
             side_of=data.get("sideOf"),
             side_context=data.get("sideContext"),
+            renamed=data.get("renamed"),
         )
 
 

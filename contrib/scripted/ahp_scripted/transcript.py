@@ -19,7 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ahpcore.sessions.contract import Approval, InputAnswer, TurnReporter
+from ahpcore.sessions.contract import (
+    Approval,
+    ApprovalOption,
+    Cost,
+    InputAnswer,
+    PendingEdit,
+    TurnReporter,
+)
 
 Report = list[Any]
 
@@ -30,7 +37,16 @@ def _approval_json(approval: Approval) -> dict[str, Any]:
         "editedInput": approval.edited_input,
         "reason": approval.reason,
         "suggestion": approval.suggestion,
+        "selectedOptionId": approval.selected_option_id,
     }
+
+
+def _option_json(option: ApprovalOption) -> dict[str, Any]:
+    return {"id": option.id, "label": option.label, "kind": option.kind, "group": option.group}
+
+
+def _options(entries: Any) -> list[ApprovalOption]:
+    return [ApprovalOption(e["id"], e["label"], e["kind"], e.get("group")) for e in entries or []]
 
 
 class RecordingReporter:
@@ -39,6 +55,27 @@ class RecordingReporter:
     def __init__(self, inner: TurnReporter, reports: list[Report]) -> None:
         self.inner = inner
         self.reports = reports
+
+    @property
+    def turn_id(self) -> str:
+        return self.inner.turn_id
+
+    def reference(self, ref: str) -> None:
+        self.inner.reference(ref)  # the turn's record carries it already
+
+    def tool_ready(self, call_id: str, *, tool_input: str | None, invocation_message: str) -> None:
+        # Not kept: what follows (running or asking) says it all again.
+        self.inner.tool_ready(call_id, tool_input=tool_input, invocation_message=invocation_message)
+
+    def tool_progress(self, call_id: str, message: str) -> None:
+        self._note("tool_progress", call_id=call_id, message=message)
+        self.inner.tool_progress(call_id, message)
+
+    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+        child: list[Report] = []
+        entry = self._note("subagent", call_id=call_id, name=name, description=description)
+        entry.append(child)
+        return RecordingReporter(self.inner.subagent(call_id, name, description), child)
 
     def _note(self, method: str, **arguments: Any) -> Report:
         entry: Report = [method, arguments]
@@ -105,6 +142,8 @@ class RecordingReporter:
         tool_input: str | None,
         invocation_message: str,
         title: str | None = None,
+        options: Sequence[ApprovalOption] = (),
+        edits: Sequence[PendingEdit] = (),
     ) -> Approval:
         # Noted before the wait: a turn cancelled while asking still asked.
         entry = self._note(
@@ -113,9 +152,15 @@ class RecordingReporter:
             tool_input=tool_input,
             invocation_message=invocation_message,
             title=title,
+            options=[_option_json(option) for option in options],
         )
         approval = await self.inner.tool_approval(
-            call_id, tool_input=tool_input, invocation_message=invocation_message, title=title
+            call_id,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+            title=title,
+            options=options,
+            edits=edits,
         )
         entry.append(_approval_json(approval))
         return approval
@@ -174,6 +219,7 @@ class RecordingReporter:
         invocation_message: str,
         approval: Approval | None,
         title: str | None = None,
+        options: Sequence[ApprovalOption] = (),
     ) -> None:
         entry = self._note(
             "tool_approval",
@@ -181,6 +227,7 @@ class RecordingReporter:
             tool_input=tool_input,
             invocation_message=invocation_message,
             title=title,
+            options=[_option_json(option) for option in options],
         )
         if approval is not None:
             entry.append(_approval_json(approval))
@@ -190,6 +237,7 @@ class RecordingReporter:
             invocation_message=invocation_message,
             approval=approval,
             title=title,
+            options=options,
         )
 
     def asked(
@@ -218,19 +266,41 @@ class RecordingReporter:
         output_tokens: int,
         model: str | None = None,
         cache_read_tokens: int | None = None,
+        cache_write_tokens: int | None = None,
+        reasoning_tokens: int | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+        cost: Cost | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
+        figures = {
+            "cache_write_tokens": cache_write_tokens,
+            "reasoning_tokens": reasoning_tokens,
+            "context_used": context_used,
+            "context_size": context_size,
+            "cost": [cost.amount, cost.currency] if cost is not None else None,
+            "meta": dict(meta) if meta is not None else None,
+        }
         self._note(
             "usage",
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             model=model,
             cache_read_tokens=cache_read_tokens,
+            # Only the figures given, so a file written before they existed reads the same.
+            **{key: value for key, value in figures.items() if value is not None},
         )
         self.inner.usage(
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             model=model,
             cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            reasoning_tokens=reasoning_tokens,
+            context_used=context_used,
+            context_size=context_size,
+            cost=cost,
+            meta=meta,
         )
 
     def title(self, title: str) -> None:
@@ -264,7 +334,15 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
         elif method in ("tool_running", "tool_complete"):
             getattr(report, method)(arguments.pop("call_id"), **arguments)
         elif method == "usage":
-            report.usage(**arguments)
+            cost = arguments.pop("cost", None)
+            report.usage(**arguments, cost=Cost(cost[0], cost[1]) if cost else None)
+        elif method == "tool_progress":
+            report.tool_progress(arguments["call_id"], arguments["message"])
+        elif method == "subagent":
+            child = report.subagent(
+                arguments["call_id"], arguments["name"], arguments["description"]
+            )
+            replay(answer or [], child)
         elif method == "title":
             report.title(arguments["title"])
         elif method == "activity":
@@ -277,6 +355,7 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
                 tool_input=arguments["tool_input"],
                 invocation_message=arguments["invocation_message"],
                 title=arguments.get("title"),
+                options=_options(arguments.get("options")),
                 # None: asked, never answered (the turn ended while it waited).
                 approval=None
                 if answer is None
@@ -285,6 +364,7 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
                     edited_input=answer.get("editedInput"),
                     reason=answer.get("reason"),
                     suggestion=answer.get("suggestion"),
+                    selected_option_id=answer.get("selectedOptionId"),
                 ),
             )
         elif method == "ask":

@@ -187,7 +187,7 @@ class Chat(Folded):
         value: Approval = await self._wait(Question("approval", call_id, turn_id), self.approvals)
         return value
 
-    async def answer(self, request: Mapping[str, Any]) -> InputAnswer:
+    async def answer(self, turn_id: str, request: Mapping[str, Any]) -> InputAnswer:
         value: InputAnswer = await self._wait(
             Question("ask", str(request["id"]), request), self.answers
         )

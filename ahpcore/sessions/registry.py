@@ -1,0 +1,328 @@
+"""The session registry: the sessions and chats the host holds, their channels, and their
+records in the store.
+
+A session's record keeps what the host adds on top of a backend (read and
+archived bits, titles, config, chat order, drafts, turn references), keyed by
+the session's id so every spelling of its URI finds it. Every chat is made
+here, with the runner that owns its turns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from ahpcore.engine.core import Engine
+from ahpcore.protocol import uris
+from ahpcore.sessions import composer
+from ahpcore.sessions import state as states
+from ahpcore.sessions.contract import Backend, ChatStart, SessionReporter
+from ahpcore.sessions.live import LiveChat, LiveSession
+from ahpcore.sessions.reporter import EditServer, subagent_chat_uri
+from ahpcore.sessions.runner import ChatRunner
+
+if TYPE_CHECKING:
+    from ahpcore.host import Host
+
+log = logging.getLogger(__name__)
+
+#: A chat's references to what it made (changesets, canvases), kept across restarts.
+ARTIFACT_KEYS = ("changesets", "canvases")
+
+
+class SessionRegistry:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.engine: Engine = host.engine_or_fail
+        self.store = host.session_store
+        self.sessions: dict[str, LiveSession] = {}
+        self.edits = EditServer()
+        self._saves_waiting: set[str] = set()
+        #: Awaited after every save (the catalogue index keeps its row in step).
+        self.on_saved: Callable[[LiveSession, dict[str, Any]], Awaitable[None]] | None = None
+
+    # -- the hub a runner sees ---------------------------------------------------
+    def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
+        if uri not in self.engine.channels:
+            return None  # a channel torn down while its agent still spoke
+        return self.engine.apply(uri, action)
+
+    def spawn(
+        self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
+    ) -> None:
+        self.host.spawn(self._contained, function, args, name=name)
+
+    @staticmethod
+    async def _contained(function: Callable[..., Coroutine[Any, Any, Any]], args: Any) -> None:
+        # Background work failing must never take the host (and every session) down.
+        try:
+            await function(*args)
+        except Exception:
+            log.exception("background work %s failed", getattr(function, "__name__", function))
+
+    def chat_start(
+        self, chat: LiveChat, report: SessionReporter, tokens: dict[str, str] | None
+    ) -> ChatStart:
+        session = chat.session
+        return ChatStart(
+            session_id=session.id,
+            chat_uri=chat.uri,
+            backend_id=chat.backend_id,
+            working_directories=tuple(
+                chat.state.get("workingDirectories") or session.working_directories
+            ),
+            config=dict(session.state.get("config", {}).get("values", {})),
+            resume=chat.existing,
+            fork_from=chat.fork_from,
+            side_of=chat.side_of,
+            tokens=tokens or {},
+            client_tools=self.client_tools(session),
+            report=report,
+            references=dict(chat.references),
+        )
+
+    @staticmethod
+    def client_tools(session: LiveSession) -> list[dict[str, Any]]:
+        tools = []
+        for active in session.state.get("activeClients", []):
+            for tool in active.get("tools", []):
+                tools.append({**tool, "name": f"{active['clientId']}__{tool['name']}"})
+        return tools
+
+    def child_chat(self, parent: LiveChat, call_id: str, title: str) -> LiveChat:
+        session = parent.session
+        uri = subagent_chat_uri(parent.uri, call_id)
+        existing = session.chats.get(uri)
+        if existing is not None:
+            return existing
+        chat_state = states.new_chat_state(
+            uri,
+            title=title,
+            modified_at=states.now_iso(),
+            origin={"kind": "tool", "chat": parent.uri, "toolCallId": call_id},
+            working_directories=parent.state.get("workingDirectories") or (),
+        )
+        chat = self.new_chat(session, uri, f"{parent.backend_id}/{call_id}", chat_state)
+        chat.parent = (parent.uri, call_id)
+        self.apply(
+            session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)}
+        )
+        return chat
+
+    # -- finding sessions and chats ---------------------------------------------
+    def session_by_uri(self, uri: str) -> LiveSession | None:
+        try:
+            return self.sessions.get(uris.session_id_of(uri))
+        except ValueError:
+            return None
+
+    def chat_by_uri(self, uri: str) -> LiveChat | None:
+        for session in self.sessions.values():
+            chat = session.chats.get(uri)
+            if chat is not None:
+                return chat
+        return None
+
+    def resolve(self, uri: str) -> str | None:
+        """Every spelling of a session or its default chat -> the URI the host holds it under."""
+        session = self.session_by_uri(uri)
+        if session is not None:
+            return session.uri
+        encoded = uris.session_of_default_chat(uri)
+        if encoded is not None:
+            session = self.session_by_uri(encoded)
+            return session.state.get("defaultChat") if session else None
+        if uris.is_chat_uri(uri) and not uri.startswith("ahp-chat://"):
+            session = self.sessions.get(uri.split(":", 1)[1].lstrip("/"))
+            return session.state.get("defaultChat") if session else None
+        return None
+
+    # -- views -----------------------------------------------------------------
+    def summary(self, session: LiveSession) -> dict[str, Any]:
+        return states.session_summary(
+            session.uri,
+            session.state,
+            created_at=session.created_at,
+            modified_at=session.modified_at,
+        )
+
+    def announce_count(self) -> None:
+        self.apply(
+            uris.ROOT_CHANNEL,
+            {"type": "root/activeSessionsChanged", "activeSessions": len(self.sessions)},
+        )
+
+    # -- the store ----------------------------------------------------------------
+    async def record(self, session_id: str) -> dict[str, Any]:
+        if self.store is None:
+            return {}
+        return dict(await self.store.get(session_id) or {})
+
+    def record_of(self, session: LiveSession, *, title: str | None = None) -> dict[str, Any]:
+        state = session.state
+        return {
+            "uri": session.uri,
+            "owner": session.owner,
+            "provider": session.provider,
+            "title": state.get("title", "") if title is None else title,
+            "createdAt": session.created_at,
+            "modifiedAt": session.modified_at,
+            "workingDirectories": list(session.working_directories),
+            "isRead": bool(state.get("status", 0) & states.STATUS_IS_READ),
+            "isArchived": bool(state.get("status", 0) & states.STATUS_IS_ARCHIVED),
+            "defaultChat": state.get("defaultChat"),
+            "config": state.get("config", {}).get("values", {}),
+            "chats": [
+                self._chat_record(chat)
+                for chat in session.chats.values()
+                if chat.parent is None  # a subagent's chat comes back from its transcript
+            ],
+        }
+
+    @staticmethod
+    def _chat_record(chat: LiveChat) -> dict[str, Any]:
+        # A rename changes the session's row of the chat, which is the title to keep.
+        row: dict[str, Any] = next(
+            (r for r in chat.session.state.get("chats", []) if r.get("resource") == chat.uri), {}
+        )
+        return {
+            "uri": chat.uri,
+            "backendId": chat.backend_id,
+            "title": row.get("title", chat.state.get("title", "")),
+            "isRead": bool(chat.state.get("status", 0) & states.STATUS_IS_READ),
+            "isArchived": bool(chat.state.get("status", 0) & states.STATUS_IS_ARCHIVED),
+            **({"draft": chat.state["draft"]} if "draft" in chat.state else {}),
+            **({"origin": chat.state["origin"]} if "origin" in chat.state else {}),
+            **({"references": dict(chat.references)} if chat.references else {}),
+            # What the chat produced that clients open by reference.
+            **{key: chat.state[key] for key in ARTIFACT_KEYS if key in chat.state},
+        }
+
+    async def save(self, session: LiveSession, *, title: str | None = None) -> None:
+        """Write the session's record; returns once the store holds it.
+
+        ``title``: a title about to be applied, saved before anyone is told of it.
+        """
+        record = self.record_of(session, title=title)
+        if self.store is not None:
+            await self.store.put(session.id, record)
+        if self.on_saved is not None:
+            await self.on_saved(session, record)
+
+    def save_soon(self, session: LiveSession) -> None:
+        # At most one save waits per session: it writes whatever the session holds
+        # when it runs, so a burst of changes costs one write, not one each.
+        if session.id in self._saves_waiting:
+            return
+        self._saves_waiting.add(session.id)
+        self.spawn(self._save_waiting, session, name=f"saving {session.uri}")
+
+    async def _save_waiting(self, session: LiveSession) -> None:
+        self._saves_waiting.discard(session.id)
+        if self.sessions.get(session.id) is session:  # a disposed session stays deleted
+            await self.save(session)
+
+    # -- making and dropping sessions and chats -----------------------------------
+    def new_chat(
+        self, session: LiveSession, uri: str, backend_id: str, chat_state: dict[str, Any]
+    ) -> LiveChat:
+        chat = LiveChat(uri, session, backend_id, self.engine.add_channel(uri, "chat", chat_state))
+        chat.runner = ChatRunner(chat, self, self.edits)
+        session.chats[uri] = chat
+        return chat
+
+    def drop_chat(self, chat: LiveChat) -> None:
+        chat.session.chats.pop(chat.uri, None)
+        self.engine.remove_channel(chat.uri)
+
+    def build(
+        self,
+        session_id: str,
+        uri: str,
+        backend: Backend,
+        created_at: str,
+        modified_at: str,
+        directories: tuple[str, ...],
+        config: dict[str, Any],
+        *,
+        lifecycle: str = "ready",
+        record: dict[str, Any] | None = None,
+    ) -> LiveSession:
+        record = record or {}
+        default = uris.default_chat_uri(uri)
+        kept: dict[str, Any] = next(
+            (c for c in record.get("chats", []) if c.get("uri") == default), {}
+        )
+        chat_state = states.new_chat_state(
+            default,
+            title=kept.get("title", ""),
+            modified_at=modified_at,
+            working_directories=directories,
+            movable=False,
+            is_read=record.get("isRead", True),
+        )
+        session_state = states.new_session_state(
+            provider=backend.provider,
+            title=record.get("title", ""),
+            chats=[chat_state],
+            default_chat=default,
+            working_directories=directories,
+            config={
+                "schema": {
+                    "type": "object",
+                    "properties": composer.config_properties(
+                        backend, next(iter(directories), None), config
+                    ),
+                },
+                "values": config,
+            },
+            is_read=record.get("isRead", True),
+            is_archived=record.get("isArchived", False),
+            lifecycle=lifecycle,
+        )
+        session = LiveSession(
+            id=session_id,
+            uri=uri,
+            provider=backend.provider,
+            backend=backend,
+            channel=self.engine.add_channel(uri, "session", session_state),
+            created_at=created_at,
+            modified_at=modified_at,
+            working_directories=directories,
+        )
+        self.new_chat(session, default, session_id, chat_state)
+        self.sessions[session_id] = session
+        return session
+
+    def forget(self, session: LiveSession) -> None:
+        for chat in list(session.chats.values()):
+            self.engine.remove_channel(chat.uri)
+        self.engine.remove_channel(session.uri)
+        self.sessions.pop(session.id, None)
+
+    def restore_chat(self, session: LiveSession, stored: dict[str, Any]) -> LiveChat | None:
+        """A chat the store says the session had, back under its URI and backend id."""
+        uri, backend_id = stored.get("uri"), stored.get("backendId")
+        if (
+            not isinstance(uri, str)
+            or not isinstance(backend_id, str)
+            or uri in self.engine.channels
+        ):
+            return None
+        chat_state = states.new_chat_state(
+            uri,
+            title=stored.get("title", ""),
+            modified_at=session.modified_at,
+            origin=stored.get("origin"),
+            movable=session.backend.abilities.resume,
+            working_directories=session.working_directories,
+            is_read=stored.get("isRead", True),
+            is_archived=stored.get("isArchived", False),
+        )
+        chat = self.new_chat(session, uri, backend_id, chat_state)
+        chat.existing = True
+        self.apply(
+            session.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat_state)}
+        )
+        return chat

@@ -1,0 +1,159 @@
+"""listSessions from the catalogue index: pages at 10,000 sessions, a blocking backend
+catalogue kept off the event loop, and one session looked up rather than listed."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ahpcore.hookspecs import hookimpl
+from ahpcore.host import HostSettings
+from ahpcore.sessions.contract import (
+    Abilities,
+    CataloguePage,
+    CatalogueRow,
+    ChatStart,
+    TranscriptReader,
+)
+from ahpcore.testing import running_host
+
+pytestmark = pytest.mark.anyio
+
+SESSIONS = 10_000
+
+
+def row(n: int) -> CatalogueRow:
+    stamp = f"2026-01-01T00:{n // 3600 % 60:02d}:{n // 60 % 60:02d}.{n % 60:03d}Z"
+    return CatalogueRow(f"s{n:05d}", f"Session {n}", stamp, stamp, ("file:///w",))
+
+
+class ManyPast:
+    """A backend with many past conversations whose catalogue calls block, as file reads do."""
+
+    provider = "many"
+    abilities = Abilities(resume=True, list_sessions=True)
+
+    def __init__(self, count: int) -> None:
+        self.rows = sorted((row(n) for n in range(count)), key=lambda r: r.modified_at)[::-1]
+        self.pages_asked = 0
+        self.lookups: list[str] = []
+        #: Set by a test to let a blocked catalogue call go on.
+        self.gate: threading.Event | None = None
+        self.blocked = threading.Event()
+
+    def agents(self) -> Sequence[Mapping[str, Any]]:
+        return [
+            {"provider": "many", "displayName": "Many", "description": "Many past", "models": []}
+        ]
+
+    def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> CataloguePage:
+        # A plain def: the host must call it in a worker thread.
+        self.pages_asked += 1
+        if self.gate is not None:
+            self.blocked.set()
+            assert self.gate.wait(10)
+        start = int(cursor or 0)
+        end = len(self.rows) if limit is None else start + limit
+        return CataloguePage(self.rows[start:end], str(end) if end < len(self.rows) else None)
+
+    def lookup(self, session_id: str) -> CatalogueRow | None:
+        self.lookups.append(session_id)
+        return next((r for r in self.rows if r.session_id == session_id), None)
+
+    async def start(self, start: ChatStart) -> Any:
+        return Idle()
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+        return True
+
+    def delete(self, backend_id: str) -> None:
+        pass
+
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        pass
+
+
+class Idle:
+    async def run_turn(self, turn: Any, report: Any) -> None:
+        report.text("ok")
+
+    async def close(self) -> None:
+        pass
+
+
+class Plugin:
+    def __init__(self, backend: ManyPast) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def ahp_backends(self, host, register):
+        register(self.backend)
+
+
+def settings(tmp_path: Path) -> HostSettings:
+    return HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
+
+
+async def test_ten_thousand_sessions_page_from_the_index(tmp_path: Path) -> None:
+    backend = ManyPast(SESSIONS)
+    async with running_host([("many", Plugin(backend))], settings=settings(tmp_path)) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        seen: list[str] = []
+        cursor = None
+        for _ in range(SESSIONS // 1000 + 2):
+            params: dict[str, Any] = {"limit": 1000}
+            if cursor is not None:
+                params["cursor"] = cursor
+            answer = await client.request("listSessions", params)
+            seen += [item["resource"] for item in answer["items"]]
+            cursor = answer.get("nextCursor")
+            if cursor is None:
+                break
+        assert seen == [f"many:/{r.session_id}" for r in backend.rows]
+        # Read from the backend once, in pages, for the whole walk.
+        assert backend.pages_asked == SESSIONS // 500
+        frame = await client.request_frame("listSessions", {"limit": 5, "cursor": "0.forged"})
+        assert "not issued by this host" in frame["error"]["message"]
+
+
+async def test_a_blocking_catalogue_leaves_the_host_answering(tmp_path: Path) -> None:
+    backend = ManyPast(3)
+    backend.gate = threading.Event()
+    async with running_host([("many", Plugin(backend))], settings=settings(tmp_path)) as running:
+        lister = await running.connect("lister")
+        other = await running.connect("other")
+        await lister.initialize()
+        await other.initialize()
+        listed: dict[str, Any] = {}
+
+        async def list_all() -> None:
+            listed.update(await lister.request("listSessions", {}))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(list_all)
+            await anyio.to_thread.run_sync(backend.blocked.wait, 10)
+            with anyio.fail_after(5):
+                # The catalogue call is still blocked in its thread; the host answers anyway.
+                await other.request("ping", {})
+            backend.gate.set()
+        assert len(listed["items"]) == 3
+
+
+async def test_reopening_one_session_looks_it_up_instead_of_listing(tmp_path: Path) -> None:
+    backend = ManyPast(50)
+    async with running_host([("many", Plugin(backend))], settings=settings(tmp_path)) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        state = (await client.request("subscribe", {"channel": "many:/s00007"}))["snapshot"]
+        assert state["state"]["provider"] == "many"
+        assert backend.lookups == ["s00007"] and backend.pages_asked == 0
+        frame = await client.request_frame("subscribe", {"channel": "many:/nope"})
+        assert "error" in frame
