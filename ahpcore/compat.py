@@ -157,12 +157,27 @@ def _command_row(host: Host, kind: str, method: str) -> Row:
     where = _qualname(route.handler)
     if port is not None and route.owner == "ahpcore":
         providers = _port_providers(host, port)
-        return Row(kind, method, "port", ", ".join(providers), f"{port} port: {where}", notes)
+        if providers:
+            return Row(kind, method, "port", ", ".join(providers), f"{port} port: {where}", notes)
+        # The core answers some of it itself (a pending edit's content, say).
+        part = f"in part, by {where}; the rest needs the {port} port{_install_hint(port)}"
+        return Row(kind, method, "served", "ahpcore", part, notes)
     return Row(kind, method, "served", route.owner, where, notes)
 
 
+def _requesters(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
+    """Who asks a client ``name`` (``peer.request("name", ...)``): the name alone is ambiguous,
+    since the same method is also a command the host serves."""
+    pattern = re.compile(r"\.request\(\s*[\"']" + re.escape(name) + r"[\"']")
+    found: list[str] = []
+    for owner, text in sources:
+        if owner not in found and pattern.search(text):
+            found.append(owner)
+    return found
+
+
 def _sent_row(kind: str, name: str, sources: Sequence[tuple[str, str]], why_not: str) -> Row:
-    senders = _senders(name, sources)
+    senders = _requesters(name, sources) if kind == "server command" else _senders(name, sources)
     notes = tuple(NOTES.get(name, ()))
     if senders:
         return Row(kind, name, "sent", ", ".join(senders), "sent by the host", notes)

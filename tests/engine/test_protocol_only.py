@@ -62,3 +62,17 @@ async def test_port_commands_are_refused_naming_port_and_plugin(
         assert plugin in error["message"]
         # The host keeps serving after a refusal.
         assert await client.request("ping", {"channel": ROOT}) is None
+
+
+async def test_with_a_backend_but_no_files_plugin_resource_reads_name_the_plugin(ahp_host):
+    from ahp_scripted import plugin as scripted_plugin
+
+    async with ahp_host([("scripted", scripted_plugin)]) as running:
+        client = await running.connect()
+        await client.initialize()
+        frame = await client.request_frame(
+            "resourceRead", {"channel": ROOT, "uri": "file:///etc/hostname"}
+        )
+        assert frame["error"]["code"] == METHOD_NOT_FOUND
+        assert "the resources port" in frame["error"]["message"]
+        assert "ahp-files" in frame["error"]["message"]
