@@ -27,215 +27,50 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-JSON = Any
-T = TypeVar("T")
+from ahpcore.sessions.contract_types import (
+    JSON,
+    Abilities,
+    AgentRefused,
+    Approval,
+    ApprovalOption,
+    CataloguePage,
+    CatalogueRow,
+    ChatStart,
+    Cost,
+    InputAnswer,
+    Maybe,
+    PendingEdit,
+    TurnEnded,
+    TurnInput,
+    TurnOrigin,
+)
 
-#: An answer, or an awaitable of it: the calls that may block are written either way.
-Maybe: TypeAlias = T | Awaitable[T]
-
-#: Who started a turn the agent began itself (``MessageOrigin.kind``).
-TurnOrigin = Literal["agent", "systemNotification"]
-
-
-class TurnEnded(Exception):
-    """The turn an ``await`` belonged to has ended (cancelled, or the chat was disposed).
-
-    Raised in the backend from ``tool_approval``, ``ask``, ``client_tool`` and
-    ``tool_auth`` when the question is settled because its turn ended rather
-    than because somebody answered it. A backend lets it propagate, or stops
-    its own work and returns.
-    """
-
-    def __init__(self, turn_id: str, why: str = "the turn ended") -> None:
-        super().__init__(f"turn {turn_id}: {why}")
-        self.turn_id = turn_id
-        self.why = why
-
-
-class AgentRefused(Exception):
-    """The live agent refuses a change a client asked for (a config value, a toggle).
-
-    Its message reaches the client as the reason the action was refused, so it
-    should say what was wrong in words a person reads.
-    """
-
-
-@dataclass(frozen=True)
-class Abilities:
-    """What a backend can do beyond running turns in a fresh chat."""
-
-    #: Reopen a conversation by its backend id (catalogue rows, restarts, moves).
-    resume: bool = False
-    #: Start a chat from a named turn of another chat's conversation.
-    fork: bool = False
-    #: Start a side chat that sees what one turn said.
-    side_chat: bool = False
-    #: Drop the turns after a named one (``chat/truncated``).
-    truncate: bool = False
-    #: Delete its own copy of a conversation when the session is disposed.
-    delete: bool = False
-    #: List past conversations for the catalogue (``listSessions``).
-    list_sessions: bool = False
-    #: Re-run the last, errored turn (``chat/turnResume``).
-    turn_resume: bool = False
-    #: Take a steering message into a running turn.
-    steering: bool = False
-    #: Host more than one chat per session (``createChat`` beyond the default).
-    multiple_chats: bool = True
-    #: Work in more than one directory per session.
-    multiple_working_directories: bool = False
-    #: The first working directory is the agent's fixed root.
-    immutable_primary: bool = False
-    #: The first working directory may be swapped (``session/workingDirectoryReplaced``).
-    primary_replacement: bool = False
-    #: Hear of a chat's new title (``Backend.rename``), so its own catalogue agrees.
-    rename: bool = False
-    #: Take session config changes into a live agent (``Agent.configure``).
-    configure: bool = False
-    #: Switch customizations on and off in a live agent (``Agent.toggle``).
-    toggle: bool = False
-    #: Start and stop MCP servers in a live agent (``Agent.mcp_start`` / ``mcp_stop``).
-    mcp_control: bool = False
-    #: Truncate through the live agent (``Agent.truncate``) rather than a dead transcript.
-    agent_truncate: bool = False
-
-
-@dataclass(frozen=True)
-class CatalogueRow:
-    """A past conversation a backend can reopen, as the catalogue lists it."""
-
-    session_id: str
-    title: str
-    created_at: str
-    modified_at: str
-    working_directories: tuple[str, ...] = ()
-    meta: Mapping[str, JSON] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CataloguePage:
-    """One page of a backend's catalogue, newest first.
-
-    ``next_cursor`` is the backend's own opaque cursor for the next page (None:
-    this was the last). The host never shows it to a client.
-    """
-
-    rows: Sequence[CatalogueRow]
-    next_cursor: str | None = None
-
-
-@dataclass(frozen=True)
-class ApprovalOption:
-    """One answer a person may pick for a tool call (a ``ConfirmationOption``).
-
-    For example ``ApprovalOption("allow-session", "Allow for this session", "approve")``.
-    ``group`` puts options that belong together side by side.
-    """
-
-    id: str
-    label: str
-    kind: Literal["approve", "deny"]
-    group: int | None = None
-
-
-@dataclass(frozen=True)
-class PendingEdit:
-    """A file edit a tool call would make, shown to the person who approves it.
-
-    The core serves ``after`` (and ``before``) to clients under content URIs
-    while the approval is pending, and stops serving them once it settles.
-    ``path`` is the file's URI (``file:///...``).
-    """
-
-    path: str
-    after: str
-    before: str | None = None
-
-
-@dataclass(frozen=True)
-class Cost:
-    """What a turn cost, in a currency (``amount`` in units, not cents)."""
-
-    amount: float
-    currency: str = "USD"
-
-
-@dataclass(frozen=True)
-class ChatStart:
-    """Everything a backend needs to start (or reopen) the agent behind one chat."""
-
-    session_id: str
-    chat_uri: str
-    #: The backend's own name for this conversation; the core keeps it.
-    backend_id: str
-    working_directories: tuple[str, ...]
-    config: Mapping[str, JSON]
-    #: True when the conversation already exists (reopened, resumed after a restart).
-    resume: bool = False
-    #: Fork: continue from this (backend id, turn id) under ``backend_id``.
-    fork_from: tuple[str, str] | None = None
-    #: Side chat: what the named turn said, handed to the first prompt only.
-    side_of: tuple[str, str] | None = None
-    #: Credentials a client pushed with ``authenticate`` for this session's start.
-    tokens: Mapping[str, str] = field(default_factory=dict)
-    #: Tools active clients provide, named ``<clientId>__<name>`` (ToolDefinition dicts).
-    client_tools: Sequence[Mapping[str, JSON]] = ()
-    #: Where the agent reports what happens outside host-started turns; lives as long as
-    #: the agent. None only for callers that predate it (tests driving a backend alone).
-    report: SessionReporter | None = None
-    #: Turn id -> the backend's own reference for it (``TurnReporter.reference``),
-    #: as the host keeps them, so a fork or a truncation can name the backend's entry.
-    references: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TurnInput:
-    """One turn a client started."""
-
-    turn_id: str
-    #: The protocol ``Message`` (text, attachments, model, ...).
-    message: Mapping[str, JSON]
-    config: Mapping[str, JSON] = field(default_factory=dict)
-    #: Tools active clients provide as the turn starts, named ``<clientId>__<name>``.
-    client_tools: Sequence[Mapping[str, JSON]] = ()
-    #: True when this re-runs the last turn, which ended in a resumable error
-    #: (``chat/turnResume``); the turn keeps its id and what it already said.
-    resume: bool = False
-    #: A UUID the host minted for this turn (the turn id itself when that is one). A
-    #: backend may stamp it on what it stores, and report its own reference with
-    #: ``TurnReporter.reference``; the host keeps turn id <-> reference across restarts.
-    uuid: str = ""
-
-    @property
-    def text(self) -> str:
-        return str(self.message.get("text", ""))
-
-
-@dataclass(frozen=True)
-class Approval:
-    """A person's answer to a tool call that asked for approval."""
-
-    approved: bool
-    #: Input the person edited before approving, if any.
-    edited_input: str | None = None
-    #: Why a denial happened: "denied" or "skipped".
-    reason: str | None = None
-    #: What the person suggested instead, when they denied.
-    suggestion: str | None = None
-    #: The ``ApprovalOption.id`` the person picked, when the call offered options.
-    selected_option_id: str | None = None
-
-
-@dataclass(frozen=True)
-class InputAnswer:
-    """A person's answer to a question the agent asked."""
-
-    response: Literal["accept", "decline", "cancel"]
-    #: question id -> ChatInputAnswer dict, as the protocol has it.
-    answers: Mapping[str, JSON] = field(default_factory=dict)
+__all__ = [
+    "JSON",
+    "Abilities",
+    "Agent",
+    "AgentControls",
+    "AgentRefused",
+    "Approval",
+    "ApprovalOption",
+    "Backend",
+    "BackendNotifier",
+    "CataloguePage",
+    "CatalogueRow",
+    "ChatStart",
+    "Cost",
+    "InputAnswer",
+    "Maybe",
+    "PendingEdit",
+    "SessionReporter",
+    "TranscriptReader",
+    "TurnEnded",
+    "TurnInput",
+    "TurnOrigin",
+    "TurnReporter",
+]
 
 
 class TurnReporter(Protocol):

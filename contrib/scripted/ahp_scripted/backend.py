@@ -23,6 +23,7 @@ from ahpcore.sessions.contract import (
     CatalogueRow,
     ChatStart,
     TranscriptReader,
+    TurnEnded,
     TurnInput,
     TurnReporter,
 )
@@ -146,6 +147,8 @@ class ScriptedAgent:
             )
             await run.run(steps, start)
             outcome = {"state": "complete"}
+        except TurnEnded:
+            raise  # the host ended the turn: the file says cancelled
         except Exception as exc:
             outcome = {"state": "error", "error": str(exc)}
             if run is not None:
