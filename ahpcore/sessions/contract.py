@@ -281,6 +281,8 @@ class SessionReporter(Protocol):
         waits until the chat runs no other turn, sends ``chat/turnStarted``, and
         ends the turn when the block exits: complete, error (it raised) or
         cancelled (a client cancelled it; the block is cancelled).
+        Call it from work of the agent's own (``start_soon``), never from inside
+        ``run_turn``: the turn it would wait for is the one calling it.
         """
         ...
 

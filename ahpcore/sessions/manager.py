@@ -266,7 +266,13 @@ class SessionManager:
         items, next_cursor = await self.index.page(self.backends, limit, params.get("cursor"))
         # A live session answers for itself: its state is newer than any row.
         live = {session.uri: self.registry.summary(session) for session in self.sessions.values()}
-        items = [live.get(item["resource"], item) for item in items]
+        listing_providers = {backend.provider for backend in listing}
+        items = [
+            live.get(item["resource"], item)
+            for item in items
+            # A past session of a backend that cannot list (or reopen) it is not offered.
+            if item["resource"] in live or item["provider"] in listing_providers
+        ]
         result: dict[str, Any] = {"items": items}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
