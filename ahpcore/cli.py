@@ -551,6 +551,46 @@ def plugins_command(
         typer.echo(f"{failure.name}  FAILED: {failure.error}", err=True)
 
 
+@app.command("compat")
+def compat_command(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Machine-readable output (no environment variable).",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
+    markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown",
+            help="The docs page, docs/compatibility.md (no environment variable).",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
+    plugins: PluginsOption = None,
+    no_plugins: NoPluginsOption = False,
+) -> None:
+    """List every protocol method and action and how this host serves it."""
+    from ahpcore import compat
+
+    try:
+        manager = _manager(plugins, no_plugins)
+        rows = compat.table(manager)
+    except PluginError as exc:
+        raise _fail(str(exc)) from None
+    names = manager.names()
+    if as_json:
+        typer.echo(json.dumps(compat.as_json(rows, names), indent=2))
+    elif markdown:
+        typer.echo(compat.as_markdown(rows, names), nl=False)
+    else:
+        typer.echo(compat.as_text(rows))
+
+
 def _print_version() -> None:
     from ahpcore.protocol.versions import SUPPORTED_VERSIONS
 

@@ -32,6 +32,7 @@ from ahpcore.engine.core import Engine
 from ahpcore.engine.resources import ResourceService
 from ahpcore.engine.router import Router, resolve
 from ahpcore.engine.service import ProtocolService, root_config_value
+from ahpcore.notes import note
 from ahpcore.plugins import PluginError, PluginManager
 from ahpcore.ports import Backend, RpcHandler
 from ahpcore.protocol.methods import COMMANDS
@@ -268,6 +269,7 @@ class Host:
         return register
 
     @staticmethod
+    @note("listSessions", text="Without a backend the list is empty, never an error.")
     def _list_no_sessions(client: Client, params: dict[str, Any]) -> dict[str, Any]:
         return {"items": []}
 

@@ -41,6 +41,13 @@ PORT_OF_COMMAND: dict[str, str] = {
     "resolveSessionConfig": "backends",
     "sessionConfigCompletions": "backends",
 }
+#: The distributions that provide each port, named in the refusal so a person knows what to install.
+PLUGINS_OF_PORT: dict[str, tuple[str, ...]] = {
+    "backends": ("ahp-claude", "ahp-scripted"),
+    "terminals": ("ahp-terminals",),
+    "resources": ("ahp-files",),
+    "changes": ("ahp-git",),
+}
 #: Answered before initialize: how a client finds out it can talk at all.
 BEFORE_INITIALIZE = frozenset({"initialize", "ping", "reconnect"})
 
@@ -80,10 +87,7 @@ class Router:
         if route is None:
             port = PORT_OF_COMMAND.get(method)
             if port is not None:
-                raise ProtocolError(
-                    METHOD_NOT_FOUND,
-                    f"{method} needs the {port} port, and no plugin on this host provides it",
-                )
+                raise ProtocolError(METHOD_NOT_FOUND, missing_port_message(method, port))
             raise ProtocolError(METHOD_NOT_FOUND, f"unknown method {method!r}")
         if not client.initialized and method not in BEFORE_INITIALIZE:
             raise ProtocolError(INVALID_REQUEST, f"send initialize before {method}")
@@ -105,6 +109,16 @@ class Router:
         result = handler(client, params)
         if inspect.isawaitable(result):
             await result
+
+
+def missing_port_message(method: str, port: str) -> str:
+    """Why ``method`` is refused on this host, and what to install to have it served."""
+    plugins = PLUGINS_OF_PORT.get(port, ())
+    if plugins:
+        remedy = f"install {' or '.join(plugins)} to serve it"
+    else:
+        remedy = "no published plugin provides it yet"
+    return f"{method} needs the {port} port, and no plugin on this host provides it: {remedy}"
 
 
 async def resolve(value: Any) -> Any:

@@ -13,6 +13,7 @@ from ahpcore import __version__
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Dispatch, Engine, Refused
 from ahpcore.engine.router import Router
+from ahpcore.notes import note
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.protocol.versions import SERVED_WIRE, negotiate
@@ -68,6 +69,11 @@ class ProtocolService:
 
         return Reply(result, release)
 
+    @note(
+        "initialize",
+        text="Negotiates 1.0.0, 0.10.0 and 0.9.0; initialSubscriptions that cannot be "
+        "snapshotted are left out.",
+    )
     async def initialize(self, client: Client, params: dict[str, Any]) -> Reply:
         negotiated = negotiate(params["protocolVersions"])
         client.client_id = params["clientId"]
@@ -98,6 +104,11 @@ class ProtocolService:
     def unsubscribe(self, client: Client, params: dict[str, Any]) -> None:
         self.engine.unsubscribe(client, params["channel"])
 
+    @note(
+        "reconnect",
+        text="Replays from the buffer (1000 actions, replayBytes) when it covers the gap; "
+        "snapshots otherwise.",
+    )
     async def reconnect(self, client: Client, params: dict[str, Any]) -> Reply:
         client.client_id = params["clientId"]
         client.protocol_version = client.protocol_version or SERVED_WIRE
@@ -137,6 +148,10 @@ class ProtocolService:
     async def dispatch_action(self, client: Client, params: Any) -> None:
         await self.engine.dispatch_from_client(client, params)
 
+    @note(
+        "root/configChanged",
+        text="Unknown keys are refused by name; byte budgets may not go below 1 MiB.",
+    )
     async def config_changed(self, dispatch: Dispatch) -> dict[str, Any] | None:
         """root/configChanged from a client: unknown keys refused by name, the rest applied."""
         action = dispatch.action

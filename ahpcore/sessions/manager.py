@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
-from ahpcore.engine.router import resolve
+from ahpcore.engine.router import missing_port_message, resolve
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
@@ -133,7 +133,7 @@ class SessionManager:
                     )
                 return {"data": content, "encoding": "utf-8", "contentType": "text/plain"}
             if served is None:
-                raise ProtocolError(-32601, "no plugin of this host serves resourceRead")
+                raise ProtocolError(-32601, missing_port_message("resourceRead", "resources"))
             return await resolve(served.handler(client, params))
 
         router.routes.pop("resourceRead", None)

@@ -1,0 +1,316 @@
+"""The compatibility table: every method and action of the protocol, and how this host serves it.
+
+Nothing here is a claim kept by hand. A host is started with the plugins it
+would load and the table is read from it:
+
+* a command is *served* when the router has a route for it, and *through a
+  port* when that route exists because a plugin provides the port (the table
+  names the plugins); without a route it is *refused* with the error a client
+  would get;
+* a client action is *served* when its channel kind can exist on this host,
+  by its action handler (named) or by the reducer alone;
+* what the host sends (server commands, notifications, host-only actions) is
+  *sent* when the code of the core or of a loaded plugin names it.
+
+Notes come from ``ahpcore.notes``, next to the handlers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+import ahpcore
+from ahpcore import reducers
+from ahpcore.engine.router import PLUGINS_OF_PORT, PORT_OF_COMMAND, missing_port_message
+from ahpcore.host import Host, HostSettings
+from ahpcore.notes import NOTES
+from ahpcore.plugins import PluginManager
+from ahpcore.protocol.methods import (
+    CLIENT_NOTIFICATIONS,
+    COMMANDS,
+    SERVER_COMMANDS,
+    SERVER_NOTIFICATIONS,
+)
+
+#: The port whose plugin creates channels of each kind (root always exists).
+PORT_OF_CHANNEL_KIND: dict[str, str | None] = {
+    "root": None,
+    "session": "backends",
+    "chat": "backends",
+    "annotations": "backends",
+    "canvas": "backends",
+    "terminal": "terminals",
+    "changeset": "changes",
+    "resourceWatch": "resources",
+    "automation": "automations",
+    "automationRun": "automations",
+}
+#: Row kinds, in the order the table lists them.
+KINDS = ("command", "server command", "client notification", "server notification", "action")
+#: Source the scan for "sent" must not read: tables and reducers name everything.
+_NOT_SENDERS = (
+    "reducers",
+    "protocol",
+    "compat.py",
+    "notes.py",
+    "testing.py",
+    "engine/router.py",
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    kind: str
+    name: str
+    #: served | port | refused | sent | not sent
+    status: str
+    #: Who serves or sends it: "ahpcore", plugin names, or "".
+    provider: str
+    #: Where it is handled, or why it is refused.
+    detail: str
+    notes: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["notes"] = list(self.notes)
+        return row
+
+
+def _qualname(function: Any) -> str:
+    function = getattr(function, "__func__", function)
+    module = getattr(function, "__module__", "") or ""
+    name = getattr(function, "__qualname__", repr(function))
+    return f"{module}.{name}" if module else name
+
+
+def _plugin_sources(host: Host) -> list[tuple[str, str]]:
+    """(plugin name, source text) of every module file of each loaded plugin's package."""
+    core_root = Path(ahpcore.__file__).parent
+    sources: list[tuple[str, str]] = []
+    for path in sorted(core_root.rglob("*.py")):
+        relative = path.relative_to(core_root).as_posix()
+        if any(relative == skip or relative.startswith(f"{skip}/") for skip in _NOT_SENDERS):
+            continue
+        sources.append(("ahpcore", path.read_text("utf-8")))
+    seen: set[Path] = {core_root}
+    for info in host.plugins.plugins():
+        plugin = host.plugins.get(info.name)
+        module = inspect.getmodule(plugin) if plugin is not None else None
+        if module is None or not getattr(module, "__file__", None):
+            continue
+        package = (module.__package__ or module.__name__).split(".")[0]
+        top = importlib.import_module(package)
+        root = Path(top.__file__ or module.__file__ or "").parent
+        if root in seen or root.name == "site-packages":
+            continue
+        seen.add(root)
+        sources.extend((info.name, path.read_text("utf-8")) for path in sorted(root.rglob("*.py")))
+    return sources
+
+
+def _senders(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
+    quoted = (f'"{name}"', f"'{name}'")
+    found: list[str] = []
+    for owner, text in sources:
+        if owner not in found and any(q in text for q in quoted):
+            found.append(owner)
+    return found
+
+
+def _opens_channels(kind: str, sources: Sequence[tuple[str, str]]) -> bool:
+    """Whether loaded code creates channels of ``kind`` (``engine.add_channel(uri, kind, …)``)."""
+    if kind == "root":
+        return True
+    pattern = re.compile(r"add_channel\(\s*[^,()]+,\s*[\"']" + re.escape(kind) + r"[\"']")
+    return any(pattern.search(text) for _, text in sources)
+
+
+def _port_providers(host: Host, port: str) -> list[str]:
+    if port == "backends":
+        return sorted(set(host._backend_owner.values()))
+    if port not in host.ports:
+        return []
+    return [info.name for info in host.plugins.plugins() if f"ahp_{port}" in info.hooks]
+
+
+def _install_hint(port: str) -> str:
+    plugins = PLUGINS_OF_PORT.get(port, ())
+    return f" (install {' or '.join(plugins)})" if plugins else ""
+
+
+def _command_row(host: Host, kind: str, method: str) -> Row:
+    route = host.router.routes.get(method)
+    port = PORT_OF_COMMAND.get(method)
+    notes = tuple(NOTES.get(method, ()))
+    if route is None:
+        reason = missing_port_message(method, port) if port else f"unknown method {method!r}"
+        return Row(kind, method, "refused", "", reason, notes)
+    where = _qualname(route.handler)
+    if port is not None and route.owner == "ahpcore":
+        providers = _port_providers(host, port)
+        if providers:
+            return Row(kind, method, "port", ", ".join(providers), f"{port} port: {where}", notes)
+        # The core answers some of it itself (a pending edit's content, say).
+        part = f"in part, by {where}; the rest needs the {port} port{_install_hint(port)}"
+        return Row(kind, method, "served", "ahpcore", part, notes)
+    return Row(kind, method, "served", route.owner, where, notes)
+
+
+def _requesters(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
+    """Who asks a client ``name`` (``peer.request("name", ...)``): the name alone is ambiguous,
+    since the same method is also a command the host serves."""
+    pattern = re.compile(r"\.request\(\s*[\"']" + re.escape(name) + r"[\"']")
+    found: list[str] = []
+    for owner, text in sources:
+        if owner not in found and pattern.search(text):
+            found.append(owner)
+    return found
+
+
+def _sent_row(kind: str, name: str, sources: Sequence[tuple[str, str]], why_not: str) -> Row:
+    senders = _requesters(name, sources) if kind == "server command" else _senders(name, sources)
+    notes = tuple(NOTES.get(name, ()))
+    if senders:
+        return Row(kind, name, "sent", ", ".join(senders), "sent by the host", notes)
+    return Row(kind, name, "not sent", "", why_not, notes)
+
+
+def _action_row(host: Host, action: str, sources: Sequence[tuple[str, str]]) -> Row:
+    channel_kind = str(reducers.channel_kind_for_action(action))
+    port = PORT_OF_CHANNEL_KIND.get(channel_kind)
+    notes = tuple(NOTES.get(action, ()))
+    has_port = port is None or (port == "backends" and bool(host.backends)) or port in host.ports
+    if not has_port:
+        why = f"no {channel_kind} channels without the {port} port{_install_hint(str(port))}"
+    elif not _opens_channels(channel_kind, sources):
+        why = f"no code on this host opens {channel_kind} channels"
+    else:
+        why = ""
+    if action not in reducers.CLIENT_DISPATCHABLE:
+        if why:
+            return Row("action", action, "not sent", "", why, notes)
+        return _sent_row("action", action, sources, "no code on this host emits it")
+    if why:
+        return Row("action", action, "refused", "", why, notes)
+    handler = host.engine_or_fail._action_handlers.get(action)
+    owner = ", ".join(_port_providers(host, port)) if port else "ahpcore"
+    where = _qualname(handler) if handler is not None else "applied by the reducer as sent"
+    return Row("action", action, "served", owner, where, notes)
+
+
+def rows_of(host: Host) -> list[Row]:
+    """The table for a started host."""
+    sources = _plugin_sources(host)
+    rows = [_command_row(host, "command", method) for method in COMMANDS]
+    rows += [
+        _sent_row("server command", method, sources, "the host never asks a client for resources")
+        for method in SERVER_COMMANDS
+    ]
+    for method in CLIENT_NOTIFICATIONS:
+        served = method in host.router.notifications
+        where = _qualname(host.router.notifications[method]) if served else "ignored"
+        rows.append(
+            Row(
+                "client notification",
+                method,
+                "served" if served else "refused",
+                "ahpcore" if served else "",
+                where,
+                tuple(NOTES.get(method, ())),
+            )
+        )
+    rows += [
+        _sent_row("server notification", method, sources, "no code on this host sends it")
+        for method in SERVER_NOTIFICATIONS
+    ]
+    rows += [_action_row(host, action, sources) for action in sorted(reducers.ALL_ACTION_TYPES)]
+    return rows
+
+
+def table(manager: PluginManager) -> list[Row]:
+    """Start a host with ``manager``'s plugins (memory sessions, a throwaway state dir) and read it."""
+
+    async def build(state_dir: Path) -> list[Row]:
+        host = Host(manager, HostSettings(sessions="memory", port=0, state_dir=state_dir))
+        await host.start()
+        try:
+            return rows_of(host)
+        finally:
+            await host.aclose()
+
+    with tempfile.TemporaryDirectory(prefix="ahp-compat-") as state_dir:
+        return anyio.run(build, Path(state_dir), backend="asyncio")
+
+
+def as_json(rows: Iterable[Row], plugins: Sequence[str]) -> dict[str, Any]:
+    return {"plugins": list(plugins), "rows": [row.as_json() for row in rows]}
+
+
+_STATUS_WORDS = {
+    "served": "served",
+    "port": "through a port",
+    "refused": "refused",
+    "sent": "sent",
+    "not sent": "not sent",
+}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
+    lines = [
+        "# Compatibility",
+        "",
+        "<!-- Generated by `ahp compat --markdown`; do not edit by hand. -->",
+        "",
+        "Every command, notification and state action of the Agent Host Protocol, and how",
+        "this host serves it with the plugins "
+        f"{', '.join(f'`{name}`' for name in plugins)} loaded. "
+        "The table is read from a running host, so it cannot claim what the code does not do:",
+        "",
+        "- **served**: the core answers it (or, for an action, applies it);",
+        "- **through a port**: a plugin provides the port behind it (the provider column names it);",
+        "  without that plugin it is refused with an error naming the port and the plugin;",
+        "- **refused**: a client gets an error saying why;",
+        "- **sent** / **not sent**: for what the host sends, whether any loaded code sends it.",
+        "",
+        "Run `ahp compat` on your own host to see the table for the plugins you installed",
+        "(`--json` for machines). `ahp compat --no-plugins` shows the protocol-only host.",
+    ]
+    for kind in KINDS:
+        chosen = [row for row in rows if row.kind == kind]
+        lines += ["", f"## {kind.capitalize()}s", ""]
+        lines += [
+            "| name | status | provider | where / why | notes |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for row in chosen:
+            lines.append(
+                f"| `{row.name}` | {_STATUS_WORDS[row.status]} | {_cell(row.provider) or '-'} | "
+                f"{_cell(row.detail)} | {_cell(' '.join(row.notes)) or ''} |"
+            )
+    counts = {
+        word: sum(1 for row in rows if row.status == key) for key, word in _STATUS_WORDS.items()
+    }
+    lines += ["", "Totals: " + ", ".join(f"{count} {word}" for word, count in counts.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def as_text(rows: Sequence[Row]) -> str:
+    width = max(len(row.name) for row in rows)
+    return "\n".join(
+        f"{row.kind:<20} {row.name:<{width}} {_STATUS_WORDS[row.status]:<15} "
+        f"{row.provider or '-':<12} {row.detail}"
+        for row in rows
+    )

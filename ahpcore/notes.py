@@ -1,0 +1,35 @@
+"""Notes on how this host serves a protocol method or action, kept next to the code.
+
+``@note("initialize", "…")`` on a handler (or a plain ``note(...)`` call
+beside the code that sends something) adds a line to that row of the
+compatibility table ``ahp compat`` prints. A note explains; it never decides
+a row's status, which ``ahpcore.compat`` reads from what the host dispatches
+to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: protocol method or action type -> notes, in the order they were added.
+NOTES: dict[str, list[str]] = {}
+
+
+def add_note(name: str, text: str) -> None:
+    notes = NOTES.setdefault(name, [])
+    if text not in notes:
+        notes.append(text)
+
+
+def note(*names: str, text: str) -> Callable[[F], F]:
+    """Decorate a handler with a note for each of ``names``; the handler is unchanged."""
+
+    def decorate(function: F) -> F:
+        for name in names:
+            add_note(name, text)
+        return function
+
+    return decorate
