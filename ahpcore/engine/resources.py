@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Dispatch, Refused
+from ahpcore.engine.router import missing_port_message
 from ahpcore.ports import ResourceChanges, ResourceReader, ResourceWatch
 from ahpcore.protocol.errors import (
     ALREADY_EXISTS,
@@ -121,8 +122,8 @@ class ResourceService:
         if port is None:
             raise ProtocolError(
                 METHOD_NOT_FOUND,
-                f"{method} on {uri} needs the resources port, and no plugin on this host "
-                "provides it; only resources a connected client publishes are served here",
+                f"{missing_port_message(f'{method} on {uri}', 'resources')}; only resources "
+                "a connected client publishes are served here",
             )
         return port
 
