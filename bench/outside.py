@@ -402,7 +402,8 @@ async def bench_catalogue(args: argparse.Namespace) -> None:
 
 
 # -- a long chat ---------------------------------------------------------------------------
-async def _turns(server: Server, count: int) -> list[float]:
+async def _turns(server: Server, count: int) -> tuple[list[float], list[float]]:
+    """Each turn's latency and the server's CPU seconds spent on it."""
     async with client(server, "chatter") as peer:
         _session, chat = await _open_session(peer, server)
         if server.kind == "host":
@@ -418,9 +419,11 @@ async def _turns(server: Server, count: int) -> list[float]:
 
         peer.listeners.append(on_frame)
         latencies = []
+        cpus = []
         for _ in range(count):
             turn_id = str(uuid.uuid4())
             ended[turn_id] = asyncio.Event()
+            cpu = cpu_seconds(server.pid)
             start = now()
             await peer.dispatch(
                 chat,
@@ -433,32 +436,40 @@ async def _turns(server: Server, count: int) -> list[float]:
             )
             await asyncio.wait_for(ended[turn_id].wait(), 60)
             latencies.append(now() - start)
-        return latencies
+            cpus.append(cpu_seconds(server.pid) - cpu)
+        return latencies, cpus
 
 
 async def bench_turns(args: argparse.Namespace) -> None:
     count = args.turns
     print(f"\n## turns: {count} turns in one chat, turnStarted -> turnComplete")
     bucket = max(1, count // 5)
-    line("server", "turns", "median ms", "p90 ms")
+    line("server", "turns", "median ms", "p90 ms", "CPU ms/turn")
     for kind in ("host", "bare"):
         with tempfile.TemporaryDirectory() as tmp:
             server = start_host(Path(tmp)) if kind == "host" else start_bare()
             try:
-                latencies = await _turns(server, count)
+                latencies, cpus = await _turns(server, count)
             finally:
                 server.stop()
         medians = []
+        cpu_means = []
         for start in range(0, count, bucket):
             part = sorted(latencies[start : start + bucket])
             medians.append(statistics.median(part))
+            # /proc counts in clock ticks (10 ms): only a bucket's mean is meaningful.
+            cpu_means.append(statistics.fmean(cpus[start : start + bucket]))
             line(
                 kind,
                 f"{start + 1}-{start + len(part)}",
                 round(medians[-1] * 1000, 2),
                 round(part[int(0.9 * (len(part) - 1))] * 1000, 2),
+                round(cpu_means[-1] * 1000, 2),
             )
-        print(f"{kind}: last bucket / first bucket x{medians[-1] / medians[0]:.2f}")
+        print(
+            f"{kind}: last bucket / first bucket: latency x{medians[-1] / medians[0]:.2f}, "
+            f"CPU x{cpu_means[-1] / max(cpu_means[0], 1e-9):.2f}"
+        )
 
 
 async def main() -> None:
