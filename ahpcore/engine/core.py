@@ -23,6 +23,7 @@ from ahpcore.logs import escape
 from ahpcore.protocol.errors import NOT_FOUND, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL, respell_tree
 from ahpcore.rpc.framing import dumps
+from ahpcore.rpc.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -193,11 +194,28 @@ class Engine:
         self.replay.append(Buffered(self.server_seq, uri, envelope, weight))
         # Serialized and weighed once per spelling, not once per watcher.
         frames: dict[str, tuple[str, int]] = {uri: (text, weight)}
+        # Clients with nothing queued or buffered get the frame in one write per
+        # spelling; only the others are checked against clientQueueBytes, read once.
+        idle: dict[tuple[str, Any], list[tuple[Peer, Any]]] = {}
+        limit: int | None = None
         for client, spelling in channel.subscribers.items():
             if spelling not in frames:
                 spelled = _envelope_frame(self.spell(channel, envelope, spelling))
                 frames[spelling] = (spelled, len(spelled.encode("utf-8")))
-            client.deliver(uri, *frames[spelling])
+            peer = client.peer
+            if uri in client.held:
+                client.deliver(uri, *frames[spelling])
+            elif (wire := peer.idle_wire()) is not None:
+                idle.setdefault((spelling, peer.write_many), []).append((peer, wire))
+            else:
+                if limit is None:
+                    limit = peer.queue_limit()
+                peer.send_text(*frames[spelling], limit)
+        for (spelling, write_many), group in idle.items():
+            failed = write_many([wire for _, wire in group], frames[spelling][0])
+            for peer, wire in group:
+                if wire in failed:
+                    peer.close("send failed")
         for listener in self._change_listeners:
             try:
                 listener(channel, action, before)

@@ -43,9 +43,13 @@ class Message:
         return self.raw.get("params")
 
 
+#: Built once: json.dumps with any option builds a new encoder on every call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def dumps(message: Any) -> str:
     """Compact JSON text, as frames go out."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODE(message)
 
 
 #: A JSON string literal (valid JSON has no quote outside one), written so the
