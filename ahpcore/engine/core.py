@@ -84,6 +84,8 @@ class Engine:
         # earlier run of the host is always older than anything buffered now, so
         # it is answered with snapshots rather than a replay of the wrong actions.
         self.server_seq = int(time.time() * 1000) if first_seq is None else first_seq
+        #: The newest envelope and its frame, so the sender's echo is not encoded twice.
+        self._last_frame: tuple[dict[str, Any] | None, str] = (None, "")
         self.channels: dict[str, Channel] = {}
         self.replay = ReplayBuffer(replay_count, replay_bytes)
         self.clients: set[Client] = set()
@@ -190,6 +192,7 @@ class Engine:
         if origin is not None:
             envelope["origin"] = origin
         text = _envelope_frame(envelope)
+        self._last_frame = (envelope, text)
         weight = len(text.encode("utf-8"))
         self.replay.append(Buffered(self.server_seq, uri, envelope, weight))
         # Serialized and weighed once per spelling, not once per watcher.
@@ -325,7 +328,10 @@ class Engine:
             self.answer_sender(client, spelling, action, origin)
         elif client not in channel.subscribers:
             # The sender is owed an answer to its clientSeq even when not watching.
-            client.peer.send_text(_envelope_frame(self.spell(channel, envelope, spelling)))
+            last, text = self._last_frame
+            if last is not envelope or spelling != channel.uri:
+                text = _envelope_frame(self.spell(channel, envelope, spelling))
+            client.peer.send_text(text)
         self._run_after(dispatch)
         return None
 
