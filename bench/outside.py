@@ -245,8 +245,20 @@ async def _open_session(peer: Client, server: Server) -> tuple[str, str]:
     return session, default_chat_uri(session)
 
 
-async def _drive_actions(peer: Client, channel: str, count: int, window: int) -> float:
-    """Send ``count`` title changes, at most ``window`` unanswered; seconds until all echoed."""
+def _action(kind: str, i: int) -> dict[str, Any]:
+    if kind == "title":  # saved durably (an SQLite commit) before it is echoed
+        return {"type": "session/titleChanged", "title": f"title {i}"}
+    # A chat draft: reduced, echoed and relayed; the session record is saved later, coalesced.
+    return {
+        "type": "chat/draftChanged",
+        "draft": {"text": f"draft {i}", "origin": {"kind": "user"}},
+    }
+
+
+async def _drive_actions(
+    peer: Client, channel: str, count: int, window: int, kind: str = "draft"
+) -> float:
+    """Send ``count`` actions, at most ``window`` unanswered; seconds until all echoed."""
     echoed = asyncio.Event()
     done = {"n": 0}
     credit = asyncio.Semaphore(window)
@@ -264,14 +276,15 @@ async def _drive_actions(peer: Client, channel: str, count: int, window: int) ->
     start = now()
     for i in range(count):
         await credit.acquire()
-        await peer.dispatch(channel, {"type": "session/titleChanged", "title": f"title {i}"})
+        await peer.dispatch(channel, _action(kind, i))
     await asyncio.wait_for(echoed.wait(), 600)
     peer.listeners.remove(on_frame)
     return now() - start
 
 
 async def bench_dispatch(args: argparse.Namespace) -> None:
-    print(f"\n## dispatch: one client, {args.actions} session/titleChanged, echoed to the sender")
+    what = "session/titleChanged" if args.action == "title" else "chat/draftChanged"
+    print(f"\n## dispatch: one client, {args.actions} {what}, echoed to the sender")
     line("server", "window", "actions/s", "us/action", "CPU us/act")
     results: dict[tuple[str, int], tuple[float, float]] = {}
     for window in (1, 64):
@@ -280,10 +293,13 @@ async def bench_dispatch(args: argparse.Namespace) -> None:
                 server = start_host(Path(tmp)) if kind == "host" else start_bare()
                 try:
                     async with client(server, "sender") as peer:
-                        session, _chat = await _open_session(peer, server)
-                        await _drive_actions(peer, session, 200, window)  # warm-up
+                        session, chat = await _open_session(peer, server)
+                        target = session if args.action == "title" else chat
+                        if server.kind == "host" and target == chat:
+                            await peer.request("subscribe", {"channel": chat})
+                        await _drive_actions(peer, target, 200, window, args.action)  # warm-up
                         cpu = cpu_seconds(server.pid)
-                        wall = await _drive_actions(peer, session, args.actions, window)
+                        wall = await _drive_actions(peer, target, args.actions, window, args.action)
                         cpu = cpu_seconds(server.pid) - cpu
                 finally:
                     server.stop()
@@ -479,6 +495,12 @@ async def main() -> None:
     parser.add_argument("what", choices=["startup", "dispatch", "catalogue", "turns", "all"])
     parser.add_argument("--repeat", type=int, default=3, help="startup runs per server")
     parser.add_argument("--actions", type=int, default=5000, help="actions in the dispatch run")
+    parser.add_argument(
+        "--action",
+        choices=["draft", "title"],
+        default="draft",
+        help="dispatch: chat/draftChanged (default) or session/titleChanged (saved before echo)",
+    )
     parser.add_argument(
         "-n", "--sessions", type=int, default=1000, help="sessions in the catalogue"
     )
