@@ -5,8 +5,9 @@ separate from the server) receive N frames twice:
 
 * engine: an in-process ahp host (``--no-plugins``); each frame is a
   ``root/configChanged`` pushed with ``engine.apply``, so it is reduced, numbered,
-  buffered for replay, queued per client against clientQueueBytes and written by
-  each client's writer task.
+  buffered for replay, and written at once to every client with nothing queued
+  or buffered (one broadcast per spelling), checked against clientQueueBytes
+  and queued for the others.
 * bare: a websockets server that ``broadcast()``s frames of the same shape and size,
   with nothing in between.
 
@@ -16,7 +17,8 @@ deliveries/s (frames x clients over first send to last arrival), p50 and p99
 latency, and the server process's CPU time per 1,000 deliveries, then the ratio
 engine/bare.
 
-    .venv/bin/python bench/fanout.py                    # C = 1, 10, 50; N = 2000
+    .venv/bin/python bench/fanout.py                    # C = 1, 10, 50, 200; N = 2000
+    .venv/bin/python bench/fanout.py --compression both -n 1000
     .venv/bin/python bench/fanout.py --clients 10 --actions 5000 --size 4096
 
 This is a benchmark, not a test: it prints figures and asserts nothing.
@@ -45,6 +47,8 @@ from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.testing import running_host
 
 CLIENT_SCRIPT = Path(__file__).with_name("_client.py")
+#: Client processes a row uses unless --procs says otherwise.
+MAX_PROCS = 16
 #: Frames pushed before the measured ones (ignored by clients), so both modes start warm.
 WARMUP = 100
 #: How long a client process may take to connect or to finish, in seconds.
@@ -305,6 +309,12 @@ def _print_ratio(engine: Row, bare: Row) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    for compression in args.compressions:
+        args.compression = compression
+        await run_all(args)
+
+
+async def run_all(args: argparse.Namespace) -> None:
     print(
         f"# fan-out: N={args.actions} frames of ~{args.size} B padding, "
         f"compression={'deflate' if args.compression else 'off'}, "
@@ -313,7 +323,8 @@ async def main(args: argparse.Namespace) -> None:
     )
     _print_header()
     for clients in args.clients:
-        procs = ClientProcesses(clients, min(clients, args.procs or clients))
+        # More reader processes than this only fight the server for 2 cores.
+        procs = ClientProcesses(clients, min(clients, args.procs or MAX_PROCS))
         await procs.start()
         try:
             rows: dict[str, Row] = {}
@@ -335,17 +346,30 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--clients",
         "-c",
-        default="1,10,50",
-        help="client counts, comma-separated (default 1,10,50)",
+        default="1,10,50,200",
+        help="client counts, comma-separated (default 1,10,50,200)",
     )
     parser.add_argument(
         "--size", type=int, default=1024, help="padding bytes per frame (default 1024)"
     )
     parser.add_argument(
-        "--procs", type=int, default=0, help="client processes per row (default: one per client)"
+        "--procs",
+        type=int,
+        default=0,
+        help=f"client processes per row (default: one per client, at most {MAX_PROCS})",
     )
     parser.add_argument(
-        "--no-compression", dest="compression", action="store_false", help="no permessage-deflate"
+        "--compression",
+        choices=["deflate", "off", "both"],
+        default="deflate",
+        help="permessage-deflate on, off, or every row both ways (default deflate)",
+    )
+    parser.add_argument(
+        "--no-compression",
+        dest="compression",
+        action="store_const",
+        const="off",
+        help="same as --compression off",
     )
     parser.add_argument(
         "--rate", type=float, default=0, help="frames/s to pace the push at (default 0: flat out)"
@@ -354,6 +378,7 @@ def _parse() -> argparse.Namespace:
     args = parser.parse_args()
     args.clients = [int(part) for part in str(args.clients).split(",") if part.strip()]
     args.modes = ["engine", "bare"] if args.mode == "both" else [args.mode]
+    args.compressions = {"deflate": [True], "off": [False], "both": [False, True]}[args.compression]
     return args
 
 

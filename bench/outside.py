@@ -245,8 +245,20 @@ async def _open_session(peer: Client, server: Server) -> tuple[str, str]:
     return session, default_chat_uri(session)
 
 
-async def _drive_actions(peer: Client, channel: str, count: int, window: int) -> float:
-    """Send ``count`` title changes, at most ``window`` unanswered; seconds until all echoed."""
+def _action(kind: str, i: int) -> dict[str, Any]:
+    if kind == "title":  # saved durably (an SQLite commit) before it is echoed
+        return {"type": "session/titleChanged", "title": f"title {i}"}
+    # A chat draft: reduced, echoed and relayed; the session record is saved later, coalesced.
+    return {
+        "type": "chat/draftChanged",
+        "draft": {"text": f"draft {i}", "origin": {"kind": "user"}},
+    }
+
+
+async def _drive_actions(
+    peer: Client, channel: str, count: int, window: int, kind: str = "draft"
+) -> float:
+    """Send ``count`` actions, at most ``window`` unanswered; seconds until all echoed."""
     echoed = asyncio.Event()
     done = {"n": 0}
     credit = asyncio.Semaphore(window)
@@ -264,14 +276,15 @@ async def _drive_actions(peer: Client, channel: str, count: int, window: int) ->
     start = now()
     for i in range(count):
         await credit.acquire()
-        await peer.dispatch(channel, {"type": "session/titleChanged", "title": f"title {i}"})
+        await peer.dispatch(channel, _action(kind, i))
     await asyncio.wait_for(echoed.wait(), 600)
     peer.listeners.remove(on_frame)
     return now() - start
 
 
 async def bench_dispatch(args: argparse.Namespace) -> None:
-    print(f"\n## dispatch: one client, {args.actions} session/titleChanged, echoed to the sender")
+    what = "session/titleChanged" if args.action == "title" else "chat/draftChanged"
+    print(f"\n## dispatch: one client, {args.actions} {what}, echoed to the sender")
     line("server", "window", "actions/s", "us/action", "CPU us/act")
     results: dict[tuple[str, int], tuple[float, float]] = {}
     for window in (1, 64):
@@ -280,10 +293,13 @@ async def bench_dispatch(args: argparse.Namespace) -> None:
                 server = start_host(Path(tmp)) if kind == "host" else start_bare()
                 try:
                     async with client(server, "sender") as peer:
-                        session, _chat = await _open_session(peer, server)
-                        await _drive_actions(peer, session, 200, window)  # warm-up
+                        session, chat = await _open_session(peer, server)
+                        target = session if args.action == "title" else chat
+                        if server.kind == "host" and target == chat:
+                            await peer.request("subscribe", {"channel": chat})
+                        await _drive_actions(peer, target, 200, window, args.action)  # warm-up
                         cpu = cpu_seconds(server.pid)
-                        wall = await _drive_actions(peer, session, args.actions, window)
+                        wall = await _drive_actions(peer, target, args.actions, window, args.action)
                         cpu = cpu_seconds(server.pid) - cpu
                 finally:
                     server.stop()
@@ -402,7 +418,8 @@ async def bench_catalogue(args: argparse.Namespace) -> None:
 
 
 # -- a long chat ---------------------------------------------------------------------------
-async def _turns(server: Server, count: int) -> list[float]:
+async def _turns(server: Server, count: int) -> tuple[list[float], list[float]]:
+    """Each turn's latency and the server's CPU seconds spent on it."""
     async with client(server, "chatter") as peer:
         _session, chat = await _open_session(peer, server)
         if server.kind == "host":
@@ -418,9 +435,11 @@ async def _turns(server: Server, count: int) -> list[float]:
 
         peer.listeners.append(on_frame)
         latencies = []
+        cpus = []
         for _ in range(count):
             turn_id = str(uuid.uuid4())
             ended[turn_id] = asyncio.Event()
+            cpu = cpu_seconds(server.pid)
             start = now()
             await peer.dispatch(
                 chat,
@@ -433,32 +452,40 @@ async def _turns(server: Server, count: int) -> list[float]:
             )
             await asyncio.wait_for(ended[turn_id].wait(), 60)
             latencies.append(now() - start)
-        return latencies
+            cpus.append(cpu_seconds(server.pid) - cpu)
+        return latencies, cpus
 
 
 async def bench_turns(args: argparse.Namespace) -> None:
     count = args.turns
     print(f"\n## turns: {count} turns in one chat, turnStarted -> turnComplete")
     bucket = max(1, count // 5)
-    line("server", "turns", "median ms", "p90 ms")
+    line("server", "turns", "median ms", "p90 ms", "CPU ms/turn")
     for kind in ("host", "bare"):
         with tempfile.TemporaryDirectory() as tmp:
             server = start_host(Path(tmp)) if kind == "host" else start_bare()
             try:
-                latencies = await _turns(server, count)
+                latencies, cpus = await _turns(server, count)
             finally:
                 server.stop()
         medians = []
+        cpu_means = []
         for start in range(0, count, bucket):
             part = sorted(latencies[start : start + bucket])
             medians.append(statistics.median(part))
+            # /proc counts in clock ticks (10 ms): only a bucket's mean is meaningful.
+            cpu_means.append(statistics.fmean(cpus[start : start + bucket]))
             line(
                 kind,
                 f"{start + 1}-{start + len(part)}",
                 round(medians[-1] * 1000, 2),
                 round(part[int(0.9 * (len(part) - 1))] * 1000, 2),
+                round(cpu_means[-1] * 1000, 2),
             )
-        print(f"{kind}: last bucket / first bucket x{medians[-1] / medians[0]:.2f}")
+        print(
+            f"{kind}: last bucket / first bucket: latency x{medians[-1] / medians[0]:.2f}, "
+            f"CPU x{cpu_means[-1] / max(cpu_means[0], 1e-9):.2f}"
+        )
 
 
 async def main() -> None:
@@ -468,6 +495,12 @@ async def main() -> None:
     parser.add_argument("what", choices=["startup", "dispatch", "catalogue", "turns", "all"])
     parser.add_argument("--repeat", type=int, default=3, help="startup runs per server")
     parser.add_argument("--actions", type=int, default=5000, help="actions in the dispatch run")
+    parser.add_argument(
+        "--action",
+        choices=["draft", "title"],
+        default="draft",
+        help="dispatch: chat/draftChanged (default) or session/titleChanged (saved before echo)",
+    )
     parser.add_argument(
         "-n", "--sessions", type=int, default=1000, help="sessions in the catalogue"
     )

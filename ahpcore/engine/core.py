@@ -23,6 +23,7 @@ from ahpcore.logs import escape
 from ahpcore.protocol.errors import NOT_FOUND, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL, respell_tree
 from ahpcore.rpc.framing import dumps
+from ahpcore.rpc.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ class Engine:
         # earlier run of the host is always older than anything buffered now, so
         # it is answered with snapshots rather than a replay of the wrong actions.
         self.server_seq = int(time.time() * 1000) if first_seq is None else first_seq
+        #: The newest envelope and its frame, so the sender's echo is not encoded twice.
+        self._last_frame: tuple[dict[str, Any] | None, str] = (None, "")
         self.channels: dict[str, Channel] = {}
         self.replay = ReplayBuffer(replay_count, replay_bytes)
         self.clients: set[Client] = set()
@@ -192,15 +195,33 @@ class Engine:
         if origin is not None:
             envelope["origin"] = origin
         text = _envelope_frame(envelope)
+        self._last_frame = (envelope, text)
         weight = len(text.encode("utf-8"))
         self.replay.append(Buffered(self.server_seq, uri, envelope, weight))
         # Serialized and weighed once per spelling, not once per watcher.
         frames: dict[str, tuple[str, int]] = {uri: (text, weight)}
+        # Clients with nothing queued or buffered get the frame in one write per
+        # spelling; only the others are checked against clientQueueBytes, read once.
+        idle: dict[tuple[str, Any], list[tuple[Peer, Any]]] = {}
+        limit: int | None = None
         for client, spelling in channel.subscribers.items():
             if spelling not in frames:
                 spelled = _envelope_frame(self.spell(channel, envelope, spelling))
                 frames[spelling] = (spelled, len(spelled.encode("utf-8")))
-            client.deliver(uri, *frames[spelling])
+            peer = client.peer
+            if uri in client.held:
+                client.deliver(uri, *frames[spelling])
+            elif (wire := peer.idle_wire()) is not None:
+                idle.setdefault((spelling, peer.write_many), []).append((peer, wire))
+            else:
+                if limit is None:
+                    limit = peer.queue_limit()
+                peer.send_text(*frames[spelling], limit)
+        for (spelling, write_many), group in idle.items():
+            failed = write_many([wire for _, wire in group], frames[spelling][0])
+            for peer, wire in group:
+                if wire in failed:
+                    peer.close("send failed")
         for listener in self._change_listeners:
             try:
                 listener(channel, action, before)
@@ -334,7 +355,10 @@ class Engine:
             self.answer_sender(client, spelling, action, origin)
         elif client not in channel.subscribers:
             # The sender is owed an answer to its clientSeq even when not watching.
-            client.peer.send_text(_envelope_frame(self.spell(channel, envelope, spelling)))
+            last, text = self._last_frame
+            if last is not envelope or spelling != channel.uri:
+                text = _envelope_frame(self.spell(channel, envelope, spelling))
+            client.peer.send_text(text)
         self._run_after(dispatch)
         return None
 

@@ -55,6 +55,10 @@ def same(a: Any, b: Any) -> bool:
                 return False
             return a == b
         return False
+    if isinstance(a, dict | list | tuple) and a != b:
+        # Strictly equal implies ==, and == finds a change at C speed (shared
+        # subtrees by identity); only equal-looking values need the strict walk.
+        return False
     if isinstance(a, dict):
         if len(a) != len(b):
             return False

@@ -43,9 +43,13 @@ class Message:
         return self.raw.get("params")
 
 
+#: Built once: json.dumps with any option builds a new encoder on every call.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def dumps(message: Any) -> str:
     """Compact JSON text, as frames go out."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODE(message)
 
 
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -143,6 +147,10 @@ def _finite_float(text: str) -> float:
     return value
 
 
+#: Built once: json.loads with any option builds a new decoder on every call.
+_DECODE = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float).decode
+
+
 def _encodable(value: Any) -> bool:
     try:
         dumps(value).encode("utf-8")
@@ -167,7 +175,9 @@ def parse(text: str | bytes) -> Message:
         ident = _leading_id(text)
         raise ProtocolError(PARSE_ERROR, problem, None if ident is None else {"id": ident})
     try:
-        raw = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+        if text.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        raw = _DECODE(text)
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
     if "\\u" in text and _MAYBE_SURROGATE.search(text) and not _encodable(raw):

@@ -93,6 +93,10 @@ class Peer:
         self.close_reason: str | None = None
         #: A wire that can take a frame at once (and counts what it holds) skips the outbox.
         self._write_now: Callable[[str], None] | None = getattr(wire, "write_now", None)
+        #: A wire that can also put one frame on many wires at once (see ``idle_wire``).
+        self.write_many: Callable[[list[Any], str], list[Any]] | None = getattr(
+            wire, "write_many", None
+        )
 
     # -- sending -----------------------------------------------------------
     @property
@@ -107,13 +111,30 @@ class Peer:
         """Queue one message; False when it was dropped (peer closed or too far behind)."""
         return self.send_text(dumps(message))
 
-    def send_text(self, text: str, weight: int | None = None) -> bool:
+    def queue_limit(self) -> int:
+        """clientQueueBytes now: how far behind this client may fall before it is closed."""
+        return self._queue_limit()
+
+    def idle_wire(self) -> Any | None:
+        """The wire when it holds nothing and nothing is queued for it, else None.
+
+        Such a wire is behind by nothing, so any frame may go straight onto it
+        with no budget check: a sender with many idle peers hands them all to
+        one ``write_many`` call instead of one ``send_text`` each.
+        """
+        if self.write_many is None or self._outbox or self.closed:
+            return None
+        return self.wire if self.wire.buffered_bytes() == 0 else None
+
+    def send_text(self, text: str, weight: int | None = None, limit: int | None = None) -> bool:
+        """Queue or write one frame; ``limit`` is clientQueueBytes when the caller read it."""
         if self.closed:
             return False
         weight = len(text.encode("utf-8")) if weight is None else weight
         on_wire = self.wire.buffered_bytes()
         if on_wire is not None:
-            limit = self._queue_limit()
+            if limit is None:
+                limit = self._queue_limit()
             held = self._queued_bytes + on_wire
             # A client holding nothing takes any frame, however large: it is not behind.
             if held > 0 and held + weight > limit:
@@ -132,10 +153,6 @@ class Peer:
         self._queued_bytes += weight
         self._wakeup.set()
         return True
-
-    def queue_limit(self) -> int:
-        """clientQueueBytes as it stands now."""
-        return self._queue_limit()
 
     def fall_behind(self, behind: int) -> None:
         """Close: the client is ``behind`` bytes behind, past clientQueueBytes."""

@@ -55,6 +55,20 @@ class WebSocketWire:
         """
         broadcast([self.connection], text, raise_exceptions=True)
 
+    @staticmethod
+    def write_many(wires: list[WebSocketWire], text: str) -> list[WebSocketWire]:
+        """One frame onto every wire, encoded once; returns the wires a write failed on."""
+        try:
+            broadcast([wire.connection for wire in wires], text, raise_exceptions=True)
+        except ExceptionGroup:
+            # broadcast does not say which connection failed; a failed write closes its transport.
+            return [
+                wire
+                for wire in wires
+                if wire.connection.transport is None or wire.connection.transport.is_closing()
+            ]
+        return []
+
     def buffered_bytes(self) -> int | None:
         transport = self.connection.transport
         return transport.get_write_buffer_size() if transport is not None else 0

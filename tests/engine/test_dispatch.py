@@ -251,8 +251,25 @@ async def test_a_handler_that_fails_still_answers_the_sender(ahp_host):
         engine.on_action("chat/isReadChanged", broken)
         sender, watcher = await pair(running)
         await watcher.request("subscribe", {"channel": chat})
-        seq = await sender.dispatch(chat, {"type": "chat/isReadChanged", "isRead": False})
+        seq = await sender.dispatch(chat, {"type": "chat/isReadChanged", "isRead": True})
         refusal = await sender.answer_to(seq)
         assert "something inside broke" in refusal["rejectionReason"]
         await watcher.sync()
         assert watcher.actions_for(chat) == []
+
+
+async def test_a_sender_not_watching_gets_the_frame_the_watchers_got(ahp_host):
+    # The sender's answer reuses the frame already encoded for the watchers; it
+    # must be that very envelope, under the sender's own spelling when it differs.
+    async with ahp_host(no_plugins=True) as running:
+        engine = running.host.engine_or_fail
+        chat = "ahp-chat:/c1"
+        add_chat(engine, chat, "first")
+        sender, watcher = await pair(running)
+        await watcher.request("subscribe", {"channel": chat})
+        seq = await sender.dispatch(chat, {"type": "chat/isReadChanged", "isRead": True})
+        mine = await sender.answer_to(seq)
+        theirs = (await watcher.recv_until(lambda f: f.get("method") == "action"))["params"]
+        assert mine == theirs and mine["serverSeq"] == engine.server_seq
+        assert mine["origin"] == {"clientId": "sender", "clientSeq": seq}
+        await watcher.assert_replay_agrees([chat])

@@ -2,7 +2,9 @@
 # Do not edit by hand: change the generator or ahpcore/protocol/extensions.py.
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import Field
+
+from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class AhpProtocol(RootModel[Any]):

@@ -123,7 +123,7 @@ class ScriptedAgent:
         record, start, saved = self._begin(turn)
         began = backend.clock()
         self._running = turn.turn_id
-        await backend.save(self.conversation)
+        await backend.save(self.conversation, changed=record)
         shared = dict(backend.variables())
         run: TurnRun | None = None
         outcome: dict[str, Any] = {"state": "cancelled"}
@@ -164,7 +164,7 @@ class ScriptedAgent:
             self._steering.clear()
             outcome["durationMs"] = max(0, int((backend.clock() - began).total_seconds() * 1000))
             record.end = outcome
-            await backend.save(self.conversation)
+            await backend.save(self.conversation, changed=record)
 
     async def configure(self, values: Mapping[str, Any]) -> None:
         """Config a client changed; a value the backend was told to refuse is refused."""
@@ -427,14 +427,17 @@ class ScriptedBackend:
         del conversation.turns[keep:]
         await self.save(conversation)
 
-    async def save(self, conversation: Conversation) -> None:
-        """Append what changed; the write and its fsync run off the event loop, in order."""
+    async def save(self, conversation: Conversation, changed: TurnRecord | None = None) -> None:
+        """Append what changed; the write and its fsync run off the event loop, in order.
+
+        ``changed``: the one turn (with any after it) that may differ from the last save.
+        """
         conversation.modified_at = iso(self.clock())
         lock = self._save_locks.setdefault(conversation.backend_id, anyio.Lock())
         # Shielded: a turn's end is written even when its cancellation ended it.
         with anyio.CancelScope(shield=True):
             async with lock:
-                write = self.store.prepare(conversation)
+                write = self.store.prepare(conversation, changed=changed)
                 if write is not None:
                     await anyio.to_thread.run_sync(write)
 

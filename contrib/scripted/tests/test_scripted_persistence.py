@@ -253,3 +253,32 @@ async def test_a_rename_is_one_line_and_reads_back(tmp_path: Path) -> None:
     assert json.loads(after.splitlines()[-1])["kind"] == "rename"
     reread = backend(tmp_path, SCRIPT).conversation("conv-1")
     assert reread is not None and reread.renamed == "A new name" and reread.title() == "A new name"
+
+
+def test_a_turn_edited_in_place_is_written_on_the_next_save(tmp_path: Path) -> None:
+    # Saves compare each turn with what the log last said of it instead of
+    # encoding it; an ending edited in place must still be noticed.
+    from ahp_scripted import Conversation, ConversationStore, TurnRecord
+
+    store = ConversationStore(tmp_path)
+    turns = [TurnRecord(f"t{n}", {"text": "hi"}, STARTED) for n in range(3)]
+    for turn in turns:
+        turn.end = {"state": "complete", "durationMs": 1}
+    conversation = Conversation("c", "s", "chat:/c", STARTED, STARTED, turns=turns)
+    store.save(conversation)
+    log_file = tmp_path / "c.jsonl"
+    assert len(log_file.read_text().splitlines()) == 4
+    store.save(conversation)  # nothing changed: nothing written
+    assert len(log_file.read_text().splitlines()) == 4
+    assert turns[0].end is not None
+    turns[0].end["durationMs"] = 7
+    turns[2].reports.append(("text", {"delta": "more"}))
+    store.save(conversation, changed=turns[2])  # promises t0 and t1 unchanged
+    written = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert [line["turn"]["id"] for line in written[4:]] == ["t2"]
+    store.save(conversation)  # no promise: every turn is looked at
+    written = [json.loads(line) for line in log_file.read_text().splitlines()]
+    assert [line["turn"]["id"] for line in written[5:]] == ["t0"]
+    reread = ConversationStore(tmp_path).get("c")
+    assert reread is not None and reread.turns[0].end == {"state": "complete", "durationMs": 7}
+    assert reread.turns[2].reports == [["text", {"delta": "more"}]]
