@@ -18,7 +18,15 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from ahp_files.atomic import CHUNK, atomic_write, file_chunks, is_temp, mode_of
+from ahp_files.atomic import (
+    CHUNK,
+    NotAFile,
+    atomic_write,
+    file_chunks,
+    is_temp,
+    mode_of,
+    read_bounded,
+)
 from ahp_files.fence import Fence, path_of
 from ahp_files.watch import FileWatch
 from ahpcore.protocol.errors import (
@@ -96,6 +104,10 @@ class FilesPort:
             raise
         except FileNotFoundError:
             raise ProtocolError(NOT_FOUND, f"nothing at {uri}") from None
+        except NotAFile:
+            raise ProtocolError(
+                INVALID_PARAMS, f"{uri} is not a regular file (a pipe, device or socket)"
+            ) from None
         except FileExistsError:
             raise ProtocolError(ALREADY_EXISTS, f"{uri} already exists") from None
         except IsADirectoryError:
@@ -109,6 +121,13 @@ class FilesPort:
                 PERMISSION_DENIED, f"the host's user may not do that to {uri}"
             ) from None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                # The fence resolved every link; one that appears after that is a race.
+                raise ProtocolError(
+                    PERMISSION_DENIED, f"{uri} became a link while it was opened"
+                ) from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise ProtocolError(INVALID_PARAMS, f"{uri}: a name in it is too long") from None
             if exc.errno == errno.ENOTEMPTY:
                 raise ProtocolError(
                     INVALID_PARAMS, f"{uri} is a folder with something in it: pass recursive"
@@ -140,7 +159,13 @@ class FilesPort:
                     INVALID_PARAMS,
                     f"{uri} is {info.st_size} bytes; resourceRead answers up to {MAX_READ_BYTES}",
                 )
-            data = path.read_bytes()
+            found = read_bounded(path, MAX_READ_BYTES)
+            if found is None:
+                raise ProtocolError(
+                    INVALID_PARAMS,
+                    f"{uri} grew past {MAX_READ_BYTES} bytes while it was read",
+                )
+            data = found
             result: dict[str, Any] = {}
             text = None
             if wanted != "base64":
@@ -241,6 +266,8 @@ class FilesPort:
                 info = None
             if info is not None and stat.S_ISDIR(info.st_mode):
                 raise ProtocolError(INVALID_PARAMS, f"{uri} is a folder")
+            if info is not None and not stat.S_ISREG(info.st_mode):
+                raise NotAFile(path)  # a pipe or device is not replaced by a file
             if info is not None and create_only:
                 raise ProtocolError(ALREADY_EXISTS, f"{uri} already exists (createOnly)")
             if if_match is not None:
