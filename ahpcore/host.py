@@ -42,6 +42,7 @@ from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
 
+
 def _describe(function: Callable[..., Any]) -> str:
     return getattr(function, "__qualname__", None) or repr(function)
 
@@ -63,7 +64,6 @@ def _brief(args: tuple[Any, ...]) -> str:
         uri = getattr(arg, "uri", None)
         described.append(str(uri) if isinstance(uri, str) else type(arg).__name__)
     return ", ".join(described) or "none"
-
 
 
 #: The state folder holds titles, folders and conversations: the user's alone.

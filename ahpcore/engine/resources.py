@@ -88,6 +88,19 @@ def client_authority(uri: Any) -> str | None:
     return parts.netloc or None
 
 
+def _result_problem(method: str, result: Any) -> str | None:
+    """What is wrong with a publishing client's answer, or None when it is a valid result.
+
+    Relayed unchecked, a client's garbage would reach the asker as the host's own
+    malformed frame.
+    """
+    from ahpcore.protocol.wire import validate_frame
+
+    answer = {"jsonrpc": "2.0", "id": 0, "result": result}
+    issues = validate_frame(answer, direction="client", request_method=method)
+    return "; ".join(str(issue) for issue in issues[:3]) if issues else None
+
+
 class ResourceService:
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -196,6 +209,20 @@ class ResourceService:
                 f"client {owner.client_id} did not answer {method} on {uri} "
                 f"within {FORWARD_TIMEOUT:g} s",
             ) from None
+        problem = _result_problem(method, result)
+        if problem is not None:
+            log.warning(
+                "%s %s: client %s answered with a malformed result: %s",
+                method,
+                uri,
+                owner.label,
+                problem,
+            )
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"client {owner.client_id} answered {method} on {uri} with something that "
+                f"is not a {method} result ({problem})",
+            )
         log.debug("%s %s answered by client %s", method, uri, owner.label)
         return result
 
