@@ -45,6 +45,10 @@ WATCH_SCHEME = "ahp-resource-watch"
 WATCH_KIND = "resourceWatch"
 #: How long a client publishing resources has to answer a forwarded request.
 FORWARD_TIMEOUT = 30.0
+#: Watches one connection may hold at once. Each the host runs costs a thread and
+#: an OS watcher (Linux allows 128 per user by default, shared by every process),
+#: so one client must not be able to take them all.
+MAX_WATCHES_PER_CLIENT = 32
 
 #: Protocol method -> the resources port's method serving it.
 PORT_METHODS: dict[str, str] = {
@@ -229,6 +233,13 @@ class ResourceService:
     # -- watches ------------------------------------------------------------------
     async def create_watch(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         uri = params["uri"]
+        held = sum(1 for watch in self.watches.values() if watch.creator is client)
+        if held >= MAX_WATCHES_PER_CLIENT:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"this connection already holds {held} resource watches, the most one may "
+                f"({MAX_WATCHES_PER_CLIENT}); unsubscribe from one to release it",
+            )
         state: dict[str, Any] = {"root": uri, "recursive": bool(params.get("recursive", False))}
         for key in ("includes", "excludes"):
             if params.get(key) is not None:

@@ -81,3 +81,22 @@ async def test_names_no_filesystem_takes_are_refused_as_bad_params(files_host, t
             error = await error_of(client, "resourceRead", {"uri": f"{tree.uri()}/{sneaky}"})
             assert error["code"] in (-32008, -32009)
         await still_serving(client, tree)
+
+
+async def test_one_connection_cannot_take_every_watch(files_host, tree: Tree, monkeypatch):
+    import ahpcore.engine.resources as resources
+
+    monkeypatch.setattr(resources, "MAX_WATCHES_PER_CLIENT", 2)
+    async with files_host() as (running, client):
+        first = await call(client, "createResourceWatch", {"uri": tree.uri()})
+        await client.request("subscribe", {"channel": first["channel"]})
+        await call(client, "createResourceWatch", {"uri": tree.uri("sub")})
+        refused = await error_of(client, "createResourceWatch", {"uri": tree.uri()})
+        assert refused["code"] == -32602 and "(2)" in refused["message"]
+        other = await running.connect("c2")
+        await other.initialize()
+        await call(other, "createResourceWatch", {"uri": tree.uri()})
+        # Releasing one makes room again.
+        await client.notify("unsubscribe", {"channel": first["channel"]})
+        await client.sync()
+        await call(client, "createResourceWatch", {"uri": tree.uri()})
