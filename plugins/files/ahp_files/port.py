@@ -19,7 +19,6 @@ import anyio
 import anyio.to_thread
 
 from ahp_files.atomic import (
-    CHUNK,
     NotAFile,
     atomic_write,
     file_chunks,
@@ -296,11 +295,12 @@ class FilesPort:
                 raise ProtocolError(
                     INVALID_PARAMS, f"position {position} is past the end of {uri} ({size} bytes)"
                 )
-            return position if mode == "insert" else size - position
+            return size - position if mode == "append" else position
 
         if mode == "truncate":
-            keep = min(position, size)
-            cut, tail = keep, False
+            # Past the end would mean a gap of zeros as long as the client likes:
+            # a 1e29 position filled the disk.
+            cut, tail = checked_cut(), False
         elif mode in ("append", "insert"):
             cut, tail = checked_cut(), True
         else:
@@ -309,11 +309,6 @@ class FilesPort:
         def chunks() -> Iterator[bytes]:
             if path is not None and cut:
                 yield from file_chunks(path, 0, cut)
-            if mode == "truncate" and position > size:
-                gap = position - size
-                while gap > 0:  # writing past the end leaves zeros, as POSIX does
-                    yield bytes(min(gap, CHUNK))
-                    gap -= CHUNK
             yield data
             if path is not None and tail:
                 yield from file_chunks(path, cut)

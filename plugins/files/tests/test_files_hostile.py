@@ -100,3 +100,24 @@ async def test_one_connection_cannot_take_every_watch(files_host, tree: Tree, mo
         await client.notify("unsubscribe", {"channel": first["channel"]})
         await client.sync()
         await call(client, "createResourceWatch", {"uri": tree.uri()})
+
+
+async def test_a_write_far_past_the_end_is_refused_not_filled_with_zeros(files_host, tree: Tree):
+    # A position of 1e29 once meant a gap of zeros that filled the disk.
+    async with files_host() as (_, client):
+        for mode in ("truncate", "append", "insert"):
+            with anyio.fail_after(PROMPT):
+                error = await error_of(
+                    client,
+                    "resourceWrite",
+                    {
+                        "uri": tree.uri("a.txt"),
+                        "data": "x",
+                        "encoding": "utf-8",
+                        "mode": mode,
+                        "position": 10**29,
+                    },
+                )
+            assert error["code"] == -32602 and "past the end" in error["message"], mode
+        assert (tree.work / "a.txt").read_text() == "hello"
+        assert [p.name for p in tree.work.iterdir() if p.name.endswith(".ahp-tmp")] == []
