@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 from pathlib import Path
 
 import anyio
@@ -21,6 +22,19 @@ from terminal_harness import (
 import ahpcore.terminals.service as service
 
 pytestmark = pytest.mark.anyio
+
+
+async def stalled_client(running, client_id: str):
+    """A client whose socket takes almost nothing unless it is read, uncompressed (a
+    flood of ``y`` would otherwise shrink to nothing on the wire)."""
+    port = int(running.url.rstrip("/").rsplit(":", 1)[1])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.setblocking(False)
+    return await running.connect(
+        client_id, sock=sock, max_queue=1, compression=None, conformance=False
+    )
 
 
 async def create(client, workdir: Path, uri: str) -> dict:
@@ -86,3 +100,31 @@ async def test_a_shell_killed_with_sigkill_exits_and_refuses_input(terminal_host
         assert "exited" in (await client.answer_to(seq))["rejectionReason"]
         await client.request("disposeTerminal", {"channel": uri})
         await client.assert_replay_agrees()
+
+
+async def test_a_watcher_that_stops_reading_does_not_slow_the_terminal_for_others(
+    terminal_host, workdir: Path, monkeypatch
+) -> None:
+    async with terminal_host() as running:
+        reader = await running.connect("reader")
+        await reader.initialize()
+        await open_session(reader, workdir)
+        seq = await reader.dispatch(
+            "ahp-root://", {"type": "root/configChanged", "config": {"clientQueueBytes": 4 << 20}}
+        )
+        assert "rejectionReason" not in await reader.answer_to(seq)
+        uri = "ahp-terminal:/flood"
+        await open_terminal(reader, workdir, uri)
+        stalled = await stalled_client(running, "stalled")
+        await stalled.initialize(subscriptions=())
+        await stalled.request("subscribe", {"channel": uri})
+        # From here on the stalled client reads nothing.
+        await reader.dispatch(uri, {"type": "terminal/input", "data": "yes | head -c 16M; exit\r"})
+        with anyio.fail_after(60):
+            await reader.recv_until(is_action("terminal/exited", uri), timeout=40)
+        engine = running.host.engine_or_fail
+        # The scrollback cap trimmed what a fresh snapshot holds, which replaying
+        # every data action onto the first snapshot cannot show: by design.
+        reader.conformance = False
+        # Closed for being too far behind (its socket may still be winding down).
+        assert [c.peer.closed for c in engine.clients if c.client_id == "stalled"] in ([], [True])
