@@ -131,10 +131,14 @@ class ResourceService:
         authority = client_authority(uri)
         if authority is None:
             return None
-        for client in self.engine.clients:
-            if client.client_id == authority and not client.peer.closed:
-                return client
-        return None
+        # A client reconnecting can hold two connections for a while, the old one
+        # perhaps already dead: the newest is the one that answers.
+        live = [
+            client
+            for client in self.engine.clients
+            if client.client_id == authority and not client.peer.closed
+        ]
+        return max(live, key=lambda client: client.peer.id, default=None)
 
     def _port_for(self, method: str, uri: Any) -> Any:
         port = self.port

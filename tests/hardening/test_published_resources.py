@@ -111,3 +111,17 @@ async def test_a_publisher_leaving_mid_request_is_told_to_the_asker(ahp_host):
         # With the publisher gone the URI names nobody, and the host says so.
         gone = await reader.request_frame("resourceRead", READ)
         assert gone["error"]["code"] == -32601
+
+
+async def test_a_reconnected_publisher_is_asked_on_its_newest_connection(ahp_host):
+    async with ahp_host(no_plugins=True) as running:
+        reader, _ = await two_clients(running)
+        # The editor reconnects before its old connection is found dead; several times,
+        # so a lucky ordering of the host's bookkeeping cannot pass this by chance.
+        for _ in range(5):
+            newest = await running.connect("editor")
+            await newest.initialize()
+        frame = await asked_and_answered(
+            reader, newest, {"result": {"data": "fresh", "encoding": "utf-8"}}
+        )
+        assert frame["result"]["data"] == "fresh"
