@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import anyio
 import pytest
 
 pytestmark = pytest.mark.anyio
@@ -39,3 +40,25 @@ async def test_session_churn_leaks_nothing(session_host, store):
         after = counts(running)
         assert after == before
         await client.assert_replay_agrees()
+
+
+async def test_a_reconnect_storm_leaves_nothing_behind(session_host):
+    async with session_host(sessions="memory", grace=0.0) as (running, _):
+        steady = await running.connect("steady")
+        await steady.initialize()
+        await steady.sync()
+        before = counts(running)
+        for n in range(100):
+            # The same client id over and over, half of them dropped mid-initialize.
+            client = await running.connect("stormy")
+            if n % 2:
+                await client.initialize()
+            else:
+                await client.send_raw('{"jsonrpc":"2.0","id":1,"method":"initialize","params":')
+            await client.connection.close()
+        engine = running.host.engine_or_fail
+        with anyio.fail_after(10):
+            while any(c.client_id == "stormy" for c in engine.clients):
+                await steady.sync()
+        await steady.sync()
+        assert counts(running) == before
