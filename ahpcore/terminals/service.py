@@ -80,6 +80,13 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def _cells(value: Any) -> bool:
+    """A count of character cells a pty takes: a whole number from 1 to 10000."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return float(value).is_integer() and 0 < value <= 10000
+
+
 @dataclass(eq=False)
 class LiveTerminal:
     uri: str
@@ -275,10 +282,12 @@ class TerminalService:
             )
         if uri in self.engine.channels or self.engine.canonical(uri) in self.engine.channels:
             raise ProtocolError(ALREADY_EXISTS, f"a channel named {uri} already exists")
-        cols = int(params.get("cols") or 80)
-        rows = int(params.get("rows") or 24)
-        if not (0 < cols <= 10000 and 0 < rows <= 10000):
-            raise ProtocolError(INVALID_PARAMS, "cols and rows must be between 1 and 10000")
+        cols, rows = params.get("cols") or 80, params.get("rows") or 24
+        if not (_cells(cols) and _cells(rows)):
+            raise ProtocolError(
+                INVALID_PARAMS, "cols and rows must be whole numbers from 1 to 10000"
+            )
+        cols, rows = int(cols), int(rows)
         shell = self.engine.root.state.get("config", {}).get("values", {}).get("defaultShell")
         spec = TerminalSpec(
             uri, cwd, cols, rows, command, shell if isinstance(shell, str) and shell else None
@@ -358,9 +367,11 @@ class TerminalService:
                 raise Refused("the terminal's process has exited")
             process.write(action["data"].encode("utf-8"))
         elif action_type == "terminal/resized":
-            cols, rows = int(action["cols"]), int(action["rows"])
-            if not (0 < cols <= 10000 and 0 < rows <= 10000):
-                raise Refused("cols and rows must be between 1 and 10000")
+            cols, rows = action["cols"], action["rows"]
+            if not (_cells(cols) and _cells(rows)):
+                # The state would keep the odd value while the pty took another.
+                raise Refused("cols and rows must be whole numbers from 1 to 10000")
+            cols, rows = int(cols), int(rows)
             if process is not None and not exited:
                 process.resize(cols, rows)
         elif action_type == "terminal/claimed":

@@ -128,3 +128,31 @@ async def test_a_watcher_that_stops_reading_does_not_slow_the_terminal_for_other
         reader.conformance = False
         # Closed for being too far behind (its socket may still be winding down).
         assert [c.peer.closed for c in engine.clients if c.client_id == "stalled"] in ([], [True])
+
+
+async def test_sizes_a_pty_cannot_take_are_refused(terminal_host, workdir: Path) -> None:
+    async with terminal_host() as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        await open_session(client, workdir)
+        uri = "ahp-terminal:/t1"
+        await open_terminal(client, workdir, uri)
+        for cols, rows in [(0, 5), (65535, 10), (-1, 5), (1e300, 5), (1.5, 24), (80, 0.25)]:
+            seq = await client.dispatch(
+                uri, {"type": "terminal/resized", "cols": cols, "rows": rows}
+            )
+            assert "whole numbers" in (await client.answer_to(seq))["rejectionReason"]
+        seq = await client.dispatch(uri, {"type": "terminal/resized", "cols": 100.0, "rows": 30})
+        assert "rejectionReason" not in await client.answer_to(seq)
+        for size in ({"cols": 2.5}, {"rows": -3}, {"cols": 1e300}):
+            refused = await client.request_frame(
+                "createTerminal",
+                {
+                    "channel": "ahp-terminal:/odd",
+                    "claim": {"kind": "client", "clientId": "c1"},
+                    "cwd": file_uri(workdir),
+                    **size,
+                },
+            )
+            assert refused["error"]["code"] == -32602, size
+        await client.assert_replay_agrees()
