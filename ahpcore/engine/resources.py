@@ -46,6 +46,10 @@ WATCH_SCHEME = "ahp-resource-watch"
 WATCH_KIND = "resourceWatch"
 #: How long a client publishing resources has to answer a forwarded request.
 FORWARD_TIMEOUT = 30.0
+#: Watches one connection may hold at once. Each the host runs costs a thread and
+#: an OS watcher (Linux allows 128 per user by default, shared by every process),
+#: so one client must not be able to take them all.
+MAX_WATCHES_PER_CLIENT = 32
 
 #: Protocol method -> the resources port's method serving it.
 PORT_METHODS: dict[str, str] = {
@@ -89,6 +93,19 @@ def client_authority(uri: Any) -> str | None:
     return parts.netloc or None
 
 
+def _result_problem(method: str, result: Any) -> str | None:
+    """What is wrong with a publishing client's answer, or None when it is a valid result.
+
+    Relayed unchecked, a client's garbage would reach the asker as the host's own
+    malformed frame.
+    """
+    from ahpcore.protocol.wire import validate_frame
+
+    answer = {"jsonrpc": "2.0", "id": 0, "result": result}
+    issues = validate_frame(answer, direction="client", request_method=method)
+    return "; ".join(str(issue) for issue in issues[:3]) if issues else None
+
+
 class ResourceService:
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -112,10 +129,14 @@ class ResourceService:
         authority = client_authority(uri)
         if authority is None:
             return None
-        for client in self.engine.clients:
-            if client.client_id == authority and not client.peer.closed:
-                return client
-        return None
+        # A client reconnecting can hold two connections for a while, the old one
+        # perhaps already dead: the newest is the one that answers.
+        live = [
+            client
+            for client in self.engine.clients
+            if client.client_id == authority and not client.peer.closed
+        ]
+        return max(live, key=lambda client: client.peer.id, default=None)
 
     def _port_for(self, method: str, uri: Any) -> Any:
         port = self.port
@@ -194,12 +215,33 @@ class ResourceService:
                 f"client {owner.client_id} did not answer {method} on {uri} "
                 f"within {FORWARD_TIMEOUT:g} s",
             ) from None
+        problem = _result_problem(method, result)
+        if problem is not None:
+            log.warning(
+                "%s %s: client %s answered with a malformed result: %s",
+                method,
+                uri,
+                owner.label,
+                problem,
+            )
+            raise ProtocolError(
+                INTERNAL_ERROR,
+                f"client {owner.client_id} answered {method} on {uri} with something that "
+                f"is not a {method} result ({problem})",
+            )
         log.debug("%s %s answered by client %s", method, uri, owner.label)
         return result
 
     # -- watches ------------------------------------------------------------------
     async def create_watch(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         uri = params["uri"]
+        held = sum(1 for watch in self.watches.values() if watch.creator is client)
+        if held >= MAX_WATCHES_PER_CLIENT:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"this connection already holds {held} resource watches, the most one may "
+                f"({MAX_WATCHES_PER_CLIENT}); unsubscribe from one to release it",
+            )
         state: dict[str, Any] = {"root": uri, "recursive": bool(params.get("recursive", False))}
         for key in ("includes", "excludes"):
             if params.get(key) is not None:

@@ -179,10 +179,25 @@ def parse(text: str | bytes) -> Message:
             raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
         raw = _DECODE(text)
     except (ValueError, RecursionError) as exc:
-        raise ProtocolError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
+        # Text that is not JSON has no id to trust (JSON-RPC answers it with null);
+        # JSON holding a number no float can carry still has a readable one.
+        ident = None if isinstance(exc, json.JSONDecodeError) else _leading_id(text)
+        raise ProtocolError(
+            PARSE_ERROR,
+            f"frame is not valid JSON: {exc}",
+            None if ident is None else {"id": ident},
+        ) from None
     if "\\u" in text and _MAYBE_SURROGATE.search(text) and not _encodable(raw):
         # JSON can escape half a UTF-16 pair; such a string cannot be text again.
-        raise ProtocolError(PARSE_ERROR, "frame holds an unpaired UTF-16 surrogate escape")
+        # A request whose own id is sound is still answered by that id, or its
+        # sender would wait for an answer that never names it.
+        ident = raw.get("id") if isinstance(raw, dict) else None
+        sound = isinstance(ident, (int, str)) and not isinstance(ident, bool) and _encodable(ident)
+        raise ProtocolError(
+            PARSE_ERROR,
+            "frame holds an unpaired UTF-16 surrogate escape",
+            {"id": ident} if sound else None,
+        )
     if not isinstance(raw, dict):
         kind = "a batch" if isinstance(raw, list) else f"a {type(raw).__name__}"
         raise ProtocolError(INVALID_REQUEST, f"expected a JSON-RPC object, got {kind}")

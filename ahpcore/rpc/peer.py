@@ -192,11 +192,14 @@ class Peer:
         answer = slot[0]
         if "error" in answer:
             error = answer["error"] if isinstance(answer["error"], dict) else {}
-            raise ProtocolError(
-                int(error.get("code", INTERNAL_ERROR)),
-                str(error.get("message", "")),
-                error.get("data"),
-            )
+            code, message = error.get("code"), error.get("message")
+            if not isinstance(code, int) or isinstance(code, bool) or not isinstance(message, str):
+                # Relayed as it came, an error without a numeric code and a text
+                # would be a malformed frame to whoever asked.
+                raise ProtocolError(
+                    INTERNAL_ERROR, f"client {self.id} answered {method} with a malformed error"
+                )
+            raise ProtocolError(code, message, error.get("data"))
         return answer.get("result")
 
     # -- lifecycle ---------------------------------------------------------

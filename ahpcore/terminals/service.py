@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 
 #: What a client types before a shell command on a session (initialize's terminalCommandPrefix).
 COMMAND_PREFIX = "!"
+#: Terminals one client id may have open at once, and the host as a whole: each is a
+#: pty and a process group, and ptys are a machine-wide resource (4096 on Linux).
+MAX_TERMINALS_PER_CLIENT = 64
+MAX_TERMINALS = 512
 _HOLDER_ACTIONS = (
     "terminal/input",
     "terminal/resized",
@@ -76,10 +80,19 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+def _cells(value: Any) -> bool:
+    """A count of character cells a pty takes: a whole number from 1 to 10000."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return float(value).is_integer() and 0 < value <= 10000
+
+
 @dataclass(eq=False)
 class LiveTerminal:
     uri: str
     process: TerminalProcess | None = None
+    #: The client id that asked for it with createTerminal; None for a ``!`` command's.
+    creator: str | None = None
     feed: TerminalFeed = field(init=False)
 
 
@@ -237,7 +250,14 @@ class TerminalService:
         claim = params["claim"]
         self._check_claim(client, claim)
         cwd = self._start_directory(params.get("cwd"), claim)
-        await self.open(uri, claim, cwd, params)
+        mine = sum(1 for t in self.terminals.values() if t.creator == client.client_id)
+        if mine >= MAX_TERMINALS_PER_CLIENT:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"client {client.client_id} already has {mine} terminals open, the most one "
+                f"client may ({MAX_TERMINALS_PER_CLIENT}); dispose of one first",
+            )
+        await self.open(uri, claim, cwd, params, creator=client.client_id)
         log.info("client %s opened terminal %s in %s", client.label, uri, cwd)
 
     async def open(
@@ -247,22 +267,32 @@ class TerminalService:
         cwd: str,
         params: dict[str, Any],
         command: str | None = None,
+        *,
+        creator: str | None = None,
     ) -> LiveTerminal:
         """Start a terminal under ``uri`` (the fence already checked)."""
         reason = self.port.unavailable()
         if reason is not None:
             raise ProtocolError(METHOD_NOT_FOUND, reason)
+        if len(self.terminals) >= MAX_TERMINALS:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"this host already runs {len(self.terminals)} terminals, the most it "
+                f"allows ({MAX_TERMINALS}); dispose of one first",
+            )
         if uri in self.engine.channels or self.engine.canonical(uri) in self.engine.channels:
             raise ProtocolError(ALREADY_EXISTS, f"a channel named {uri} already exists")
-        cols = int(params.get("cols") or 80)
-        rows = int(params.get("rows") or 24)
-        if not (0 < cols <= 10000 and 0 < rows <= 10000):
-            raise ProtocolError(INVALID_PARAMS, "cols and rows must be between 1 and 10000")
+        cols, rows = params.get("cols") or 80, params.get("rows") or 24
+        if not (_cells(cols) and _cells(rows)):
+            raise ProtocolError(
+                INVALID_PARAMS, "cols and rows must be whole numbers from 1 to 10000"
+            )
+        cols, rows = int(cols), int(rows)
         shell = self.engine.root.state.get("config", {}).get("values", {}).get("defaultShell")
         spec = TerminalSpec(
             uri, cwd, cols, rows, command, shell if isinstance(shell, str) and shell else None
         )
-        terminal = LiveTerminal(uri)
+        terminal = LiveTerminal(uri, creator=creator)
         terminal.feed = TerminalFeed(self, terminal)
         state: dict[str, Any] = {
             "title": params.get("name") or "",
@@ -337,9 +367,11 @@ class TerminalService:
                 raise Refused("the terminal's process has exited")
             process.write(action["data"].encode("utf-8"))
         elif action_type == "terminal/resized":
-            cols, rows = int(action["cols"]), int(action["rows"])
-            if not (0 < cols <= 10000 and 0 < rows <= 10000):
-                raise Refused("cols and rows must be between 1 and 10000")
+            cols, rows = action["cols"], action["rows"]
+            if not (_cells(cols) and _cells(rows)):
+                # The state would keep the odd value while the pty took another.
+                raise Refused("cols and rows must be whole numbers from 1 to 10000")
+            cols, rows = int(cols), int(rows)
             if process is not None and not exited:
                 process.resize(cols, rows)
         elif action_type == "terminal/claimed":

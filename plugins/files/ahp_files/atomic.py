@@ -87,9 +87,51 @@ def _sync_directory(directory: Path) -> None:
             os.close(fd)
 
 
+class NotAFile(OSError):
+    """The path names a pipe, device or socket: reading one can block forever or never end."""
+
+
+#: Opening never waits on a pipe's writer, and a link swapped in after the fence
+#: resolved the path is refused rather than followed.
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)
+
+
+def open_regular(path: Path) -> int:
+    """A descriptor on the regular file at ``path``; NotAFile for anything else."""
+    fd = os.open(path, _OPEN_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotAFile(f"{path} is not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bounded(path: Path, limit: int) -> bytes | None:
+    """All of ``path`` when it holds at most ``limit`` bytes, else None.
+
+    Reads at most ``limit + 1`` bytes whatever the file claims its size is, so a
+    file that grows while it is read cannot make the host hold more.
+    """
+    with os.fdopen(open_regular(path), "rb") as source:
+        if os.fstat(source.fileno()).st_size > limit:
+            return None
+        data = source.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
 def file_chunks(path: Path, start: int = 0, stop: int | None = None) -> Iterator[bytes]:
     """Bytes ``[start, stop)`` of ``path``, a megabyte at a time."""
-    with open(path, "rb") as source:
+    with os.fdopen(open_regular(path), "rb") as source:
         source.seek(start)
         left = None if stop is None else max(0, stop - start)
         while left is None or left > 0:

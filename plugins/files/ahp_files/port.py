@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from ahp_files.atomic import CHUNK, atomic_write, file_chunks, is_temp, mode_of
+from ahp_files.atomic import (
+    NotAFile,
+    atomic_write,
+    file_chunks,
+    is_temp,
+    mode_of,
+    read_bounded,
+)
 from ahp_files.fence import Fence, path_of
 from ahp_files.watch import FileWatch
 from ahpcore.protocol.errors import (
@@ -96,6 +103,10 @@ class FilesPort:
             raise
         except FileNotFoundError:
             raise ProtocolError(NOT_FOUND, f"nothing at {uri}") from None
+        except NotAFile:
+            raise ProtocolError(
+                INVALID_PARAMS, f"{uri} is not a regular file (a pipe, device or socket)"
+            ) from None
         except FileExistsError:
             raise ProtocolError(ALREADY_EXISTS, f"{uri} already exists") from None
         except IsADirectoryError:
@@ -109,6 +120,13 @@ class FilesPort:
                 PERMISSION_DENIED, f"the host's user may not do that to {uri}"
             ) from None
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                # The fence resolved every link; one that appears after that is a race.
+                raise ProtocolError(
+                    PERMISSION_DENIED, f"{uri} became a link while it was opened"
+                ) from None
+            if exc.errno == errno.ENAMETOOLONG:
+                raise ProtocolError(INVALID_PARAMS, f"{uri}: a name in it is too long") from None
             if exc.errno == errno.ENOTEMPTY:
                 raise ProtocolError(
                     INVALID_PARAMS, f"{uri} is a folder with something in it: pass recursive"
@@ -140,7 +158,13 @@ class FilesPort:
                     INVALID_PARAMS,
                     f"{uri} is {info.st_size} bytes; resourceRead answers up to {MAX_READ_BYTES}",
                 )
-            data = path.read_bytes()
+            found = read_bounded(path, MAX_READ_BYTES)
+            if found is None:
+                raise ProtocolError(
+                    INVALID_PARAMS,
+                    f"{uri} grew past {MAX_READ_BYTES} bytes while it was read",
+                )
+            data = found
             result: dict[str, Any] = {}
             text = None
             if wanted != "base64":
@@ -241,6 +265,8 @@ class FilesPort:
                 info = None
             if info is not None and stat.S_ISDIR(info.st_mode):
                 raise ProtocolError(INVALID_PARAMS, f"{uri} is a folder")
+            if info is not None and not stat.S_ISREG(info.st_mode):
+                raise NotAFile(path)  # a pipe or device is not replaced by a file
             if info is not None and create_only:
                 raise ProtocolError(ALREADY_EXISTS, f"{uri} already exists (createOnly)")
             if if_match is not None:
@@ -269,11 +295,12 @@ class FilesPort:
                 raise ProtocolError(
                     INVALID_PARAMS, f"position {position} is past the end of {uri} ({size} bytes)"
                 )
-            return position if mode == "insert" else size - position
+            return size - position if mode == "append" else position
 
         if mode == "truncate":
-            keep = min(position, size)
-            cut, tail = keep, False
+            # Past the end would mean a gap of zeros as long as the client likes:
+            # a 1e29 position filled the disk.
+            cut, tail = checked_cut(), False
         elif mode in ("append", "insert"):
             cut, tail = checked_cut(), True
         else:
@@ -282,11 +309,6 @@ class FilesPort:
         def chunks() -> Iterator[bytes]:
             if path is not None and cut:
                 yield from file_chunks(path, 0, cut)
-            if mode == "truncate" and position > size:
-                gap = position - size
-                while gap > 0:  # writing past the end leaves zeros, as POSIX does
-                    yield bytes(min(gap, CHUNK))
-                    gap -= CHUNK
             yield data
             if path is not None and tail:
                 yield from file_chunks(path, cut)

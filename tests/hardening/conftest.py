@@ -1,0 +1,3 @@
+from tests.sessions.conftest import session_host
+
+__all__ = ["session_host"]
