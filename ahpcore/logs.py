@@ -16,7 +16,7 @@ import sys
 
 #: Characters that would let one log message pass for several, or repaint a terminal.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_TOKEN = re.compile(r"(?i)(token=|bearer\s+)[^\s&\"'<>]+")
+_TOKEN = re.compile(r"(?i)((?:token|tkn)=|bearer\s+)[^\s&\"'<>]+")
 REDACTED = "[redacted]"
 
 LEVELS = ("debug", "info", "warning", "error")

@@ -78,10 +78,14 @@ class WebSocketWire:
 
 
 def token_of(request: Request) -> str | None:
-    """The connection token a request carries, from ``?token=`` or ``Authorization: Bearer``."""
+    """The connection token a request carries: ``?token=``, ``?tkn=`` or ``Authorization: Bearer``.
+
+    ``tkn`` is how VS Code spells it when it builds an agent host's address.
+    """
     query = parse_qs(urlsplit(request.path).query)
-    if query.get("token"):
-        return query["token"][0]
+    for name in ("token", "tkn"):
+        if query.get(name):
+            return query[name][0]
     authorization = request.headers.get("Authorization", "")
     scheme, _, value = authorization.partition(" ")
     if scheme.lower() == "bearer" and value.strip():

@@ -48,3 +48,9 @@ def test_a_traceback_is_redacted_too():
     line = RedactingFormatter("%(message)s").format(record)
     assert "s3cret-value" not in line and "token=[redacted]" in line
     assert "Traceback" in line  # its lines kept as they are
+
+
+def test_the_tkn_spelling_is_redacted_as_well():
+    from ahpcore.logs import redact
+
+    assert redact("GET /?tkn=s3cret-value&x=1") == "GET /?tkn=[redacted]&x=1"

@@ -79,6 +79,13 @@ async def test_the_upgrade_needs_the_token(ahp_host):
             assert_valid_frame(answer, direction="server", request_method="initialize")
         client = await running.connect()  # ?token= from the harness
         await client.initialize()
+        # VS Code builds the address with ?tkn=.
+        with pytest.raises(InvalidStatus):
+            await connect(running.url + "?tkn=nope")
+        async with connect(running.url + "?tkn=s3cret") as ws:
+            await ws.send(json.dumps(INITIALIZE))
+            answer = json.loads(await ws.recv())
+            assert_valid_frame(answer, direction="server", request_method="initialize")
 
 
 @pytest.mark.parametrize("compression", [True, False])
