@@ -97,6 +97,7 @@ class ChildChats:
             asker=ChatAsker(hub, child, lambda ask_id: None),
             tool_owner=child.session.tool_owner,
             children=ChildChats(runner, call_id),
+            edits_pending=runner.serve_edits,
         )
         return child.uri, recorder
 

@@ -133,10 +133,11 @@ class ChatRunner:
             tool_owner=session.tool_owner,
             first_part=len(active.get("responseParts", [])) + 1,
             children=ChildChats(self, turn_id),
-            edits_pending=self._serve_edits,
+            edits_pending=self.serve_edits,
         )
 
-    def _serve_edits(self, call_id: str, edits: Any) -> list[dict[str, Any]]:
+    def serve_edits(self, call_id: str, edits: Any) -> list[dict[str, Any]]:
+        """The FileEdit items of a pending approval in this chat, readable until it settles."""
         key = f"{self.chat.uri}#{call_id}"
         pending: list[PendingEdit] = list(edits)
         if not pending:

@@ -287,3 +287,62 @@ async def test_turns_keep_their_backend_references_and_truncate_through_the_agen
         assert uuid is not None and uuid.startswith("scripted:")  # kept across the restart
         kept = next(iter(backend.store.all()))
         assert [turn.id for turn in kept.turns] == ["t1"]
+
+
+SUB_EDIT = Rule(
+    exact="delegate an edit",
+    steps=[
+        Subagent(
+            "writer",
+            "Write the file",
+            steps=[
+                Tool(
+                    "write",
+                    {"path": "a.txt"},
+                    approval=True,
+                    result="written",
+                    edits=[{"path": "file:///w/a.txt", "before": "old\n", "after": "new\n"}],
+                )
+            ],
+            result="wrote a.txt",
+        ),
+    ],
+)
+
+
+async def test_a_subagents_approval_serves_its_edit_until_answered(session_host):
+    async with session_host(script(SUB_EDIT)) as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client)
+        await start_turn(client, chat, "delegate an edit", "t1")
+        added = await client.recv_until(is_action("session/chatAdded", session))
+        child = added["params"]["action"]["summary"]["resource"]
+        state = (await client.request("subscribe", {"channel": child}))["snapshot"]["state"]
+        # The call may have asked before the subscription: the snapshot holds it then.
+        calls = [
+            p["toolCall"]
+            for p in (state.get("activeTurn") or {}).get("responseParts", [])
+            if p["kind"] == "toolCall" and p["toolCall"].get("edits")
+        ]
+        if calls:
+            (call,) = calls
+        else:
+            frame = await client.recv_until(is_action("chat/toolCallReady", child))
+            call = frame["params"]["action"]
+        (edit,) = call["edits"]["items"]
+        after = edit["after"]["content"]["uri"]
+        assert (await client.request("resourceRead", {"uri": after}))["data"] == "new\n"
+        await client.dispatch(
+            child,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": state["activeTurn"]["id"],
+                "toolCallId": call["toolCallId"],
+                "approved": True,
+                "confirmed": "user-action",
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        frame = await client.request_frame("resourceRead", {"uri": after})
+        assert "settled" in frame["error"]["message"]
