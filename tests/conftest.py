@@ -49,3 +49,12 @@ def summary_line(outcomes: Counter[str], passed_names: set[str]) -> str:
         f"a field the 1.0 reducers changed left out), {outcomes['skipped']} skipped, "
         f"{outcomes['failed']} failed of {total} ({100 * passed / total:.1f}% pass without a skip)"
     )
+
+
+@pytest.fixture(autouse=True)
+def _no_claude_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hosts these tests start (in process or as ``ahp serve``) load every installed plugin;
+    the Claude backend would start a CLI against the real home folder to learn its models.
+    Its own tests, under plugins/claude, drive the probe and the watcher on purpose."""
+    monkeypatch.setenv("AHP_CLAUDE_PROBE", "0")
+    monkeypatch.setenv("AHP_CLAUDE_WATCH", "0")
