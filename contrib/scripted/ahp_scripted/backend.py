@@ -255,6 +255,9 @@ class ScriptedBackend:
         self.script = script
         self.store = ConversationStore(Path(state_dir) if state_dir is not None else None)
         self._save_locks: dict[str, anyio.Lock] = {}
+        #: The rows of the catalogue listing under way: ((generation, directory), rows).
+        self._listed: tuple[tuple[str, str | None], list[CatalogueRow]] | None = None
+        self._listings = 0
         self.variables: Variables = variables or dict
         self.clock = clock
         self.gates = Gates()
@@ -382,13 +385,28 @@ class ScriptedBackend:
     def catalogue(
         self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
     ) -> CataloguePage:
-        """Pages of the sessions kept, newest first; reads files, so the host runs it in a thread."""
-        rows = self._rows()
-        if directory is not None:
-            rows = [row for row in rows if directory in row.working_directories]
-        start = int(cursor) if cursor else 0
+        """Pages of the sessions kept, newest first; reads files, so the host runs it in a thread.
+
+        The first page reads every conversation; the pages after it, named by the
+        cursor it handed out, reuse that reading instead of reading everything again.
+        """
+        generation, _, offset = (cursor or "").partition(":")
+        listed = self._listed
+        if cursor and listed is not None and listed[0] == (generation, directory):
+            rows = listed[1]
+        else:
+            rows = self._rows()
+            if directory is not None:
+                rows = [row for row in rows if directory in row.working_directories]
+            self._listings += 1
+            generation = str(self._listings)
+            self._listed = ((generation, directory), rows)
+        start = int(offset) if offset.isdigit() else 0
         end = len(rows) if limit is None else start + limit
-        return CataloguePage(rows[start:end], str(end) if end < len(rows) else None)
+        if end >= len(rows):
+            self._listed = None  # the last page: let the rows go
+            return CataloguePage(rows[start:end], None)
+        return CataloguePage(rows[start:end], f"{generation}:{end}")
 
     def lookup(self, session_id: str) -> CatalogueRow | None:
         """The row of one session kept, or None."""

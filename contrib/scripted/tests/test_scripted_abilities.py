@@ -133,6 +133,16 @@ async def test_the_catalogue_lists_kept_sessions_newest_first(tmp_path: Path) ->
     assert [row.session_id for row in rest.rows] == ["new"] and rest.next_cursor is None
     assert again.lookup("old") == rows[0] and again.lookup("ghost") is None
     assert again.catalogue(directory="/elsewhere").rows == []
+    # Paging reads the conversations once, for the first page, not once per page.
+    reads = []
+    read_all = again.store.all
+    again.store.all = lambda: reads.append(1) or read_all()  # type: ignore[method-assign]
+    page = again.catalogue(limit=1)
+    listed = [row.session_id for row in page.rows]
+    while page.next_cursor is not None:
+        page = again.catalogue(limit=1, cursor=page.next_cursor)
+        listed += [row.session_id for row in page.rows]
+    assert listed == ["old", "empty", "new"] and len(reads) == 1
     old, empty, new = rows
     assert empty.title == ""
     assert new.title == ("Tell me about " + "x" * 80)[:60]
