@@ -275,18 +275,26 @@ class CatalogueIndex:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit + 1)
-        rows = await self._do(lambda db: db.execute(sql, args).fetchall())
+
+        def work(db: sqlite3.Connection) -> tuple[list[Any], list[dict[str, Any]]]:
+            # The summaries are built in the worker too: at 10,000 rows, decoding
+            # and merging them would hold the event loop, and every client with it.
+            found = db.execute(sql, args).fetchall()
+            kept = found[:limit] if limit is not None else found
+            items = [
+                summary_of(
+                    provider,
+                    session_id,
+                    json.loads(listed) if listed else {},
+                    json.loads(host) if host else {},
+                )
+                for session_id, provider, _, listed, host in kept
+            ]
+            return found, items
+
+        rows, items = await self._do(work)
         more = limit is not None and len(rows) > limit
         rows = rows[:limit] if limit is not None else rows
-        items = [
-            summary_of(
-                provider,
-                session_id,
-                json.loads(listed) if listed else {},
-                json.loads(host) if host else {},
-            )
-            for session_id, provider, _, listed, host in rows
-        ]
         next_cursor = self.cursors.issue(rows[-1][2], rows[-1][0]) if more and rows else None
         return items, next_cursor
 
