@@ -404,7 +404,9 @@ class ClaudeAgent:
         kind = event.get("type")
         report = stream.report
         stream.partial = True
-        if kind == "content_block_start":
+        if kind in ("message_start", "message_delta") and stream is running.main:
+            self._count_context(running, event)
+        elif kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":
                 call_id, name = str(block["id"]), str(block["name"])
@@ -424,6 +426,21 @@ class ClaudeAgent:
                 streaming = stream.blocks.get(int(event.get("index", 0)))
                 if streaming and streaming not in running.questions:
                     report.tool_input(streaming, str(delta.get("partial_json", "")))
+
+    @staticmethod
+    def _count_context(running: Turn, event: Mapping[str, Any]) -> None:
+        # Each model call sends the whole conversation: the latest call's prompt (fresh, cached
+        # and newly cached tokens) plus its answer is what the context holds now.
+        message = event.get("message") or {}
+        usage = event.get("usage") or message.get("usage") or {}
+        prompt = sum(
+            int(usage.get(key) or 0)
+            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
+        output = int(usage.get("output_tokens") or 0)
+        if event.get("type") == "message_start":
+            running.context_prompt = prompt
+        running.context_used = running.context_prompt + output
 
     def _tool_start(self, running: Turn, call_id: str, name: str) -> None:
         call = running.calls[call_id]
@@ -483,10 +500,16 @@ class ClaudeAgent:
         usage = message.usage or {}
         if running.live and usage:
             cost = message.total_cost_usd
+            models = message.model_usage or {}
+            model = self.model if self.model in models else next(iter(models), self.model)
+            entry = models.get(model) if model else None
+            window = entry.get("contextWindow") if entry else None
             running.report.usage(
                 input_tokens=int(usage.get("input_tokens") or 0),
                 output_tokens=int(usage.get("output_tokens") or 0),
-                model=self.model,
+                model=model,
+                context_used=running.context_used,
+                context_size=int(window) if window else None,
                 cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
                 cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
                 cost=Cost(float(cost)) if cost is not None else None,
