@@ -335,6 +335,8 @@ class ClaudeAgent:
         if isinstance(message, SystemMessage):
             if message.subtype == "init":
                 self.model = message.data.get("model") or self.model
+            elif message.subtype == "compact_boundary" and running is not None and running.live:
+                self._on_compacted(running, message.data.get("compact_metadata") or {})
             elif (
                 message.subtype == "api_retry"
                 and message.data.get("error") == "authentication_failed"
@@ -373,6 +375,18 @@ class ClaudeAgent:
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
+
+    @staticmethod
+    def _on_compacted(running: Turn, about: Mapping[str, Any]) -> None:
+        if running.done.is_set():
+            return
+        trigger = str(about.get("trigger") or "manual")
+        before = about.get("pre_tokens")
+        said = "Conversation compacted" + (f" from {before} tokens" if before else "")
+        meta: dict[str, Any] = {"kind": "compaction", "trigger": trigger}
+        if before is not None:
+            meta["preTokens"] = before
+        running.report.notification(said, meta=meta)
 
     def _child(self, running: Turn, call_id: str) -> Stream | None:
         """The child chat a subagent's messages go to, opened with its first message."""

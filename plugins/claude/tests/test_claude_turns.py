@@ -502,3 +502,18 @@ async def test_usage_says_how_full_the_context_is(claude_host, anthropic, workdi
         # The latest call's prompt and answer, not the sum over the turn's calls.
         assert usage["_meta"]["ahp.context"]["used"] == 30 + 100 + 20 + 5
         assert usage["_meta"]["ahp.context"]["size"] >= 200_000
+
+
+async def test_compaction_shows_as_a_system_notification(claude_host, anthropic, workdir: Path):
+    anthropic.script(reply("First answer"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hello", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "/compact", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        parts = (await chat_state(client, chat))["turns"][-1]["responseParts"]
+        [note] = [p for p in parts if p["kind"] == "systemNotification"]
+        assert note["_meta"]["kind"] == "compaction" and note["_meta"]["trigger"] == "manual"
