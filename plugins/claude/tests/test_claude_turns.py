@@ -495,13 +495,20 @@ async def test_usage_says_how_full_the_context_is(claude_host, anthropic, workdi
     async with claude_host() as (running, _):
         client = await running.connect("c1")
         await client.initialize()
-        _, chat = await open_session(client, workdir)
+        session, chat = await open_session(client, workdir)
         await start_turn(client, chat, "look", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         usage = (await chat_state(client, chat))["turns"][-1]["usage"]
         # The latest call's prompt and answer, not the sum over the turn's calls.
         assert usage["_meta"]["ahp.context"]["used"] == 30 + 100 + 20 + 5
         assert usage["_meta"]["ahp.context"]["size"] >= 200_000
+    # Rebuilt from the transcript after a restart, the context used is the same.
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = (await chat_state(client, chat))["turns"][-1]["usage"]
+        assert rebuilt["_meta"]["ahp.context"]["used"] == 30 + 100 + 20 + 5
 
 
 async def test_compaction_shows_as_a_system_notification(claude_host, anthropic, workdir: Path):
