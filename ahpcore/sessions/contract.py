@@ -254,6 +254,11 @@ class TurnReporter(Protocol):
         """Name the session (the agent's own choice of title)."""
         ...
 
+    def notification(self, content: str, *, meta: Mapping[str, JSON] | None = None) -> None:
+        """Something the harness did on its own in this turn (it compacted the conversation),
+        shown as a system notification; ``meta`` says what, for clients that group them."""
+        ...
+
     def activity(self, activity: str | None) -> None:
         """What the chat is doing right now, in a line; None when idle."""
         ...

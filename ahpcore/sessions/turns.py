@@ -170,6 +170,13 @@ class TurnRecorder:
     def reasoning(self, delta: str) -> None:
         self._stream("reasoning", "chat/reasoning", delta)
 
+    def notification(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
+        self._open = None
+        part: dict[str, Any] = {"kind": "systemNotification", "content": content}
+        if meta:
+            part["_meta"] = dict(meta)
+        self.chat({"type": "chat/responsePart", "turnId": self.turn_id, "part": part})
+
     # -- tools ------------------------------------------------------------------
     def tool_start(
         self,

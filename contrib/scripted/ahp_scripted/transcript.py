@@ -307,6 +307,10 @@ class RecordingReporter:
         self._note("title", title=title)
         self.inner.title(title)
 
+    def notification(self, content: str, *, meta: Mapping[str, Any] | None = None) -> None:
+        self._note("notification", content=content, meta=dict(meta) if meta else None)
+        self.inner.notification(content, meta=meta)
+
     def activity(self, activity: str | None) -> None:
         self._note("activity", activity=activity)
         self.inner.activity(activity)

@@ -335,6 +335,8 @@ class ClaudeAgent:
         if isinstance(message, SystemMessage):
             if message.subtype == "init":
                 self.model = message.data.get("model") or self.model
+            elif message.subtype == "compact_boundary" and running is not None and running.live:
+                self._on_compacted(running, message.data.get("compact_metadata") or {})
             elif (
                 message.subtype == "api_retry"
                 and message.data.get("error") == "authentication_failed"
@@ -374,6 +376,18 @@ class ClaudeAgent:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
 
+    @staticmethod
+    def _on_compacted(running: Turn, about: Mapping[str, Any]) -> None:
+        if running.done.is_set():
+            return
+        trigger = str(about.get("trigger") or "manual")
+        before = about.get("pre_tokens")
+        said = "Conversation compacted" + (f" from {before} tokens" if before else "")
+        meta: dict[str, Any] = {"kind": "compaction", "trigger": trigger}
+        if before is not None:
+            meta["preTokens"] = before
+        running.report.notification(said, meta=meta)
+
     def _child(self, running: Turn, call_id: str) -> Stream | None:
         """The child chat a subagent's messages go to, opened with its first message."""
         child = running.children.get(call_id)
@@ -404,7 +418,9 @@ class ClaudeAgent:
         kind = event.get("type")
         report = stream.report
         stream.partial = True
-        if kind == "content_block_start":
+        if kind in ("message_start", "message_delta") and stream is running.main:
+            self._count_context(running, event)
+        elif kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":
                 call_id, name = str(block["id"]), str(block["name"])
@@ -424,6 +440,21 @@ class ClaudeAgent:
                 streaming = stream.blocks.get(int(event.get("index", 0)))
                 if streaming and streaming not in running.questions:
                     report.tool_input(streaming, str(delta.get("partial_json", "")))
+
+    @staticmethod
+    def _count_context(running: Turn, event: Mapping[str, Any]) -> None:
+        # Each model call sends the whole conversation: the latest call's prompt (fresh, cached
+        # and newly cached tokens) plus its answer is what the context holds now.
+        message = event.get("message") or {}
+        usage = event.get("usage") or message.get("usage") or {}
+        prompt = sum(
+            int(usage.get(key) or 0)
+            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        )
+        output = int(usage.get("output_tokens") or 0)
+        if event.get("type") == "message_start":
+            running.context_prompt = prompt
+        running.context_used = running.context_prompt + output
 
     def _tool_start(self, running: Turn, call_id: str, name: str) -> None:
         call = running.calls[call_id]
@@ -483,10 +514,16 @@ class ClaudeAgent:
         usage = message.usage or {}
         if running.live and usage:
             cost = message.total_cost_usd
+            models = message.model_usage or {}
+            model = self.model if self.model in models else next(iter(models), self.model)
+            entry = models.get(model) if model else None
+            window = entry.get("contextWindow") if entry else None
             running.report.usage(
                 input_tokens=int(usage.get("input_tokens") or 0),
                 output_tokens=int(usage.get("output_tokens") or 0),
-                model=self.model,
+                model=model,
+                context_used=running.context_used,
+                context_size=int(window) if window else None,
                 cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
                 cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
                 cost=Cost(float(cost)) if cost is not None else None,

@@ -124,7 +124,19 @@ def rebuild(
             elif isinstance(content, str) and content.startswith(INTERRUPTED):
                 state = "cancelled"
         if usage:
+            # The latest call's prompt and answer: what the context held when the turn ended.
+            last = list(usage.values())[-1]
+            context = sum(
+                int(last.get(key) or 0)
+                for key in (
+                    "input_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                    "output_tokens",
+                )
+            )
             report.usage(
+                context_used=context,
                 input_tokens=sum(int(u.get("input_tokens") or 0) for u in usage.values()),
                 output_tokens=sum(int(u.get("output_tokens") or 0) for u in usage.values()),
                 model=model,

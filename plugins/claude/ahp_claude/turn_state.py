@@ -44,6 +44,9 @@ class Turn:
     questions: set[str] = field(default_factory=set)
     #: Steering messages sent into this turn that no result has taken in yet.
     steering: set[str] = field(default_factory=set)
+    #: Tokens in the context after the main agent's latest model call (its prompt and answer).
+    context_used: int | None = None
+    context_prompt: int = 0
 
     def __post_init__(self) -> None:
         self.main = Stream(self.report)

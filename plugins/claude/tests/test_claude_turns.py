@@ -472,3 +472,55 @@ async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anth
         child_state = await chat_state(client, child)
         assert "The answer is 42." in str(child_state["turns"][-1]["responseParts"])
         assert state["turns"][0]["responseParts"][-1]["content"] == "My helper says 42."
+
+
+async def test_usage_names_the_model_the_cli_ran_on(claude_host, anthropic, workdir: Path):
+    anthropic.script(reply("Hi"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        usage = (await chat_state(client, chat))["turns"][-1]["usage"]
+        [request] = anthropic.main_requests()
+        assert usage["model"] == request.body["model"]
+
+
+async def test_usage_says_how_full_the_context_is(claude_host, anthropic, workdir: Path):
+    anthropic.script(
+        reply(ToolUse("Glob", {"pattern": "*.txt"}), input_tokens=10),
+        reply("Done", input_tokens=30, cache_read=100, cache_write=20, output_tokens=5),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "look", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        usage = (await chat_state(client, chat))["turns"][-1]["usage"]
+        # The latest call's prompt and answer, not the sum over the turn's calls.
+        assert usage["_meta"]["ahp.context"]["used"] == 30 + 100 + 20 + 5
+        assert usage["_meta"]["ahp.context"]["size"] >= 200_000
+    # Rebuilt from the transcript after a restart, the context used is the same.
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = (await chat_state(client, chat))["turns"][-1]["usage"]
+        assert rebuilt["_meta"]["ahp.context"]["used"] == 30 + 100 + 20 + 5
+
+
+async def test_compaction_shows_as_a_system_notification(claude_host, anthropic, workdir: Path):
+    anthropic.script(reply("First answer"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hello", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "/compact", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        parts = (await chat_state(client, chat))["turns"][-1]["responseParts"]
+        [note] = [p for p in parts if p["kind"] == "systemNotification"]
+        assert note["_meta"]["kind"] == "compaction" and note["_meta"]["trigger"] == "manual"
