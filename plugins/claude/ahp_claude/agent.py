@@ -141,11 +141,12 @@ class ClaudeAgent:
         mcp = client_tools.server(start.client_tools, self._run_client_tool)
         self.shell.update(config.get(shell.KEY))
         effort = config.get("thinkingLevel") or config.get("effort")
+        env = self.backend.environment(start.tokens)
         return ClaudeAgentOptions(
             mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
             add_dirs=[*directories[1:]],
-            env={**self.backend.environment(start.tokens), **self.shell.environment()},
+            env={**env, **self.shell.environment(env)},
             include_partial_messages=True,
             forward_subagent_text=True,  # a subagent's words go to its child chat
             can_use_tool=self._can_use_tool,

@@ -7,12 +7,16 @@ which every non-interactive bash sources first: a wrapper file of the session's
 own that sources the script with its stderr dropped and prints a nonzero status,
 so a broken profile never hides the command's own output. The files live for the
 session's life and are rewritten when the config changes. Only bash entries are
-sourced: the CLI's shell is bash everywhere.
+sourced, and the CLI is pinned to bash (``CLAUDE_CODE_SHELL``) unless its
+environment already names a shell: left alone, it picks zsh whenever ``SHELL`` is
+unset or not bash and zsh is installed, and zsh never reads ``BASH_ENV``.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,8 +70,11 @@ class ShellInit:
     def wrapper(self) -> Path:
         return self.path.with_suffix(".env.sh")
 
-    def environment(self) -> dict[str, str]:
-        """What the CLI's environment needs so its bash sources the script."""
+    def environment(self, base: Mapping[str, str]) -> dict[str, str]:
+        """What the CLI's environment needs so its bash sources the script.
+
+        ``base`` is what the CLI gets otherwise, on top of the host's own environment.
+        """
         quoted = shlex.quote(str(self.path))
         self.wrapper.parent.mkdir(parents=True, exist_ok=True)
         self.wrapper.write_text(
@@ -78,7 +85,12 @@ class ShellInit:
             "  unset __ahp_init\n"
             "fi\n"
         )
-        return {"BASH_ENV": str(self.wrapper)}
+        env = {"BASH_ENV": str(self.wrapper)}
+        if not (base.get("CLAUDE_CODE_SHELL") or os.environ.get("CLAUDE_CODE_SHELL")):
+            bash = shutil.which("bash", path=base.get("PATH") or os.environ.get("PATH"))
+            if bash is not None:
+                env["CLAUDE_CODE_SHELL"] = bash
+        return env
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

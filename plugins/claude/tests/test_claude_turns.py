@@ -340,7 +340,8 @@ async def test_shell_init_scripts_run_before_each_bash_command(claude_host, anth
         {"shell": "bash", "script": "export AHP_GREETING=hello-from-profile"},
         {"shell": "pwsh", "script": "$env:AHP_GREETING = 'not bash'"},
     ]
-    async with claude_host() as (running, _):
+    # Without a bash SHELL the CLI prefers zsh where one is installed, which never reads BASH_ENV.
+    async with claude_host({"SHELL": "/bin/sh"}) as (running, _):
         client = await running.connect("c1")
         await client.initialize()
         session, chat = await open_session(client, workdir, config={"shellInitScripts": scripts})
