@@ -36,6 +36,7 @@ from claude_agent_sdk import (
 )
 
 from ahp_claude import client_tools, questions, shell, tools
+from ahp_claude.customizations import Customizations
 from ahp_claude.turn_state import (
     Call,
     Stream,
@@ -117,6 +118,8 @@ class ClaudeAgent:
         self.closed = False
         #: Set when the transcript changed under the running CLI.
         self.stale = False
+        #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
+        self.custom = Customizations(self)
 
     # -- the CLI's life -----------------------------------------------------------
     def options(self) -> ClaudeAgentOptions:
@@ -205,6 +208,7 @@ class ClaudeAgent:
                     return
                 self._client = client
                 self._ready.set()
+                self._spawn(self.custom.connected, client, name="claude customizations")
                 try:
                     async for message in client.receive_messages():
                         self._on_message(message)
@@ -225,6 +229,11 @@ class ClaudeAgent:
                     await client.disconnect()
                 except Exception:  # the process may be gone already
                     log.debug("disconnect after the CLI ended", exc_info=True)
+
+    @property
+    def client(self) -> ClaudeSDKClient | None:
+        """The SDK client while a CLI runs."""
+        return self._client
 
     @property
     def pid(self) -> int | None:
@@ -330,12 +339,22 @@ class ClaudeAgent:
         if "model" in values:
             await client.set_model(values["model"] or None)
 
+    async def toggle(self, customization_id: str, enabled: bool) -> None:
+        await self.custom.toggle(customization_id, enabled)
+
+    async def mcp_start(self, customization_id: str) -> None:
+        await self.custom.mcp(customization_id, True)
+
+    async def mcp_stop(self, customization_id: str) -> None:
+        await self.custom.mcp(customization_id, False)
+
     # -- what the CLI says --------------------------------------------------------------
     def _on_message(self, message: Any) -> None:
         running = self._turn
         if isinstance(message, SystemMessage):
             if message.subtype == "init":
                 self.model = message.data.get("model") or self.model
+                self.custom.init(message.data)
             elif message.subtype == "compact_boundary" and running is not None and running.live:
                 self._on_compacted(running, message.data.get("compact_metadata") or {})
             elif (

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ahp_claude import shell, transcripts
+from ahp_claude import customizations, shell, transcripts
 from ahp_claude.agent import PERMISSION_MODES, ClaudeAgent, Spawn, entry_uuid, to_path
 from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.probe import Watcher, run_probe, session_model
@@ -69,6 +69,8 @@ class ClaudeBackend:
         steering=True,
         multiple_working_directories=True,
         configure=True,
+        toggle=True,
+        mcp_control=True,
     )
 
     def __init__(
@@ -170,6 +172,7 @@ class ClaudeBackend:
                 "protectedResources": [
                     {"resource": API_RESOURCE, "resource_name": "Anthropic API", "required": False}
                 ],
+                **customizations.for_agent(self.server_info, self.home),
             }
         ]
 
@@ -198,6 +201,9 @@ class ClaudeBackend:
     async def start(self, start: ChatStart) -> ClaudeAgent:
         agent = ClaudeAgent(self, start, self.spawn)
         self.live[start.backend_id] = agent
+        if self.server_info:
+            # What the boot probe learned, until this session's own CLI answers.
+            agent.custom.publish()
         return agent
 
     def transcript_path(self, session_id: str) -> Path | None:

@@ -59,9 +59,15 @@ def write_transcript(folder: Path, session_id: str, prompt: str, cwd: str) -> Pa
 async def test_the_boot_probe_lists_the_clis_models_with_their_effort_levels(
     tmp_path: Path, claude_env: dict[str, str]
 ):
+    commands = Path(claude_env["HOME"]) / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "standup.md").write_text(
+        "---\ndescription: Write the standup\nargument-hint: <day>\n---\nWrite it for $ARGUMENTS\n"
+    )
     backend = ClaudeBackend(tmp_path / "state", no_spawn, env=claude_env, watch=False)
     [before] = backend.agents()
     assert before["models"]  # listed before any CLI answered
+    assert "customizations" not in before
     heard = Heard()
     backend.attach(heard)
     with anyio.fail_after(30):
@@ -74,6 +80,11 @@ async def test_the_boot_probe_lists_the_clis_models_with_their_effort_levels(
     assert with_effort
     levels = with_effort[0]["configSchema"]["properties"]["thinkingLevel"]["enum"]
     assert "medium" in levels
+    # The commands the CLI offers in any folder, before any session: one container per kind.
+    found = {c["id"]: c for c in after["customizations"]}
+    [standup] = [c for c in found["dir:commands"]["children"] if c["name"] == "standup"]
+    assert standup["_meta"]["ahp.argumentHint"] == "<day>"
+    assert found["dir:commands"]["uri"] == commands.as_uri()
     backend.stop()
 
 

@@ -1,0 +1,350 @@
+"""What a Claude Code CLI offers a session, as protocol customizations, and the switches on them.
+
+The CLI reports its commands (``get_server_info``: name, description, argument
+hint), which of them are skills and which of those sit behind a slash (the
+``init`` message), the plugins it loaded and its MCP servers
+(``get_mcp_status``). Skills and prompts are children of one directory
+container per kind: the protocol's ``contents`` names a single child type, and
+the CLI never says where a command came from, so the container names the folder
+a person would add one to. MCP servers are top-level entries named by the
+server's own name, which is what a ``mcp__<server>__<tool>`` call names too.
+
+Only MCP servers can be switched in a running CLI; a skill, a prompt or a plugin
+is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ahpcore.sessions.contract import AgentRefused
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import ClaudeSDKClient
+
+    from ahp_claude.agent import ClaudeAgent
+
+log = logging.getLogger(__name__)
+
+SKILLS = "dir:skills"
+COMMANDS = "dir:commands"
+SKILL, PROMPT, PLUGIN = "skill:", "prompt:", "plugin:"
+
+#: The protocol's words for the CLI's MCP connection statuses.
+MCP_KINDS = {
+    "connected": "ready",
+    "pending": "starting",
+    "failed": "error",
+    "needs-auth": "authRequired",
+    "disabled": "stopped",
+}
+
+#: How long a server may stay pending before this stops asking (it is reported as starting).
+SETTLE_SECONDS = 30.0
+POLL_SECONDS = 0.3
+
+
+def _skill_on_disk(name: str, folders: Iterable[Path]) -> bool:
+    return any((folder / name / "SKILL.md").is_file() for folder in folders)
+
+
+def containers(
+    commands: Sequence[Mapping[str, Any]],
+    directory: Path,
+    *,
+    skills: Iterable[str] | None = None,
+    slash: Iterable[str] | None = None,
+    home: Path | None = None,
+) -> list[dict[str, Any]]:
+    """The skills and the prompts the CLI reported, each kind under one directory container.
+
+    ``skills`` and ``slash`` come from the ``init`` message; before it, a command is
+    taken for a skill when a ``SKILL.md`` for it is where the CLI looks for skills.
+    """
+    skill_dir = directory / ".claude" / "skills"
+    command_dir = directory / ".claude" / "commands"
+    skill_folders = [skill_dir] + ([home / ".claude" / "skills"] if home else [])
+    known_skills = set(skills) if skills is not None else None
+    behind_slash = set(slash) if slash is not None else None
+    found: dict[str, dict[str, Any]] = {}
+    for command in commands:
+        name = str(command.get("name") or "")
+        if name and name not in found:
+            found[name] = dict(command)
+    # A skill the CLI keeps for the agent alone is not among its commands.
+    for name in known_skills or ():
+        found.setdefault(name, {"name": name})
+    # Commands built into the CLI (compact, clear, ...) arrive by name alone.
+    for name in behind_slash or ():
+        found.setdefault(name, {"name": name, "builtin": True})
+    skill_children: list[dict[str, Any]] = []
+    prompt_children: list[dict[str, Any]] = []
+    for name, command in found.items():
+        is_skill = (
+            name in known_skills
+            if known_skills is not None
+            else _skill_on_disk(name, skill_folders)
+        )
+        meta: dict[str, Any] = {}
+        if command.get("argumentHint"):
+            meta["ahp.argumentHint"] = str(command["argumentHint"])
+        if command.get("builtin"):
+            meta["ahp.builtin"] = True
+        if is_skill:
+            child: dict[str, Any] = {
+                "id": SKILL + name,
+                "uri": (skill_dir / name / "SKILL.md").as_uri(),
+                "name": name,
+                "type": "skill",
+            }
+            if behind_slash is not None and name not in behind_slash:
+                child["disableUserInvocation"] = True
+        else:
+            child = {
+                "id": PROMPT + name,
+                "uri": (command_dir / f"{name}.md").as_uri(),
+                "name": name,
+                "type": "prompt",
+            }
+        if command.get("description"):
+            child["description"] = str(command["description"])
+        if meta:
+            child["_meta"] = meta
+        (skill_children if is_skill else prompt_children).append(child)
+    return [
+        _directory(SKILLS, "Skills", skill_dir, "skill", skill_children),
+        _directory(COMMANDS, "Commands", command_dir, "prompt", prompt_children),
+    ]
+
+
+def _directory(
+    ident: str, name: str, folder: Path, contents: str, children: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "uri": folder.as_uri(),
+        "name": name,
+        "type": "directory",
+        "enabled": True,
+        "contents": contents,
+        "writable": False,
+        "load": {"kind": "loaded"},
+        "children": children,
+    }
+
+
+def plugins(reported: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The plugins the CLI loaded (``init``: name, path, source)."""
+    made = []
+    for plugin in reported:
+        name = str(plugin.get("name") or "")
+        if not name:
+            continue
+        source = str(plugin.get("source") or name)
+        path = str(plugin.get("path") or "")
+        uri = Path(path).as_uri() if path.startswith("/") else f"claude-plugin:{source}"
+        entry: dict[str, Any] = {
+            "id": PLUGIN + source,
+            "uri": uri,
+            "name": name,
+            "type": "plugin",
+            "load": {"kind": "loaded"},
+        }
+        if path == "builtin":
+            entry["_meta"] = {"ahp.builtin": True}
+        made.append(entry)
+    return made
+
+
+def mcp_state(status: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``McpServerState`` from one entry of the CLI's ``get_mcp_status``."""
+    kind = MCP_KINDS.get(str(status.get("status")), "error")
+    if kind == "error":
+        said = str(status.get("error") or f"the MCP server is {status.get('status')}")
+        return {"kind": "error", "error": {"errorType": "mcpServerFailed", "message": said}}
+    if kind == "authRequired":
+        url = (status.get("config") or {}).get("url")
+        if not url:
+            return {
+                "kind": "error",
+                "error": {"errorType": "mcpServerAuthRequired", "message": "needs a sign-in"},
+            }
+        return {
+            "kind": "authRequired",
+            "reason": "required",
+            "resource": {"resource": str(url), "resource_name": str(status.get("name"))},
+        }
+    return {"kind": kind}
+
+
+def mcp_server(status: Mapping[str, Any], directory: Path, home: Path) -> dict[str, Any]:
+    """An ``McpServerCustomization`` for one server the CLI knows."""
+    config = status.get("config") or {}
+    scope = status.get("scope")
+    if config.get("url"):
+        uri = str(config["url"])
+    elif scope == "project":
+        uri = (directory / ".mcp.json").as_uri()
+    else:
+        uri = (home / ".claude.json").as_uri()
+    entry: dict[str, Any] = {
+        "id": str(status["name"]),
+        "uri": uri,
+        "name": str(status["name"]),
+        "type": "mcpServer",
+        "state": mcp_state(status),
+    }
+    if status.get("status") == "disabled":
+        entry["enablement"] = [{"kind": "session", "enabled": False}]
+    if scope:
+        entry["_meta"] = {"ahp.scope": str(scope)}
+    return entry
+
+
+def _shown(status: Mapping[str, Any]) -> bool:
+    # The in-process server client tools ride on is this host's plumbing, not the user's.
+    return bool(status.get("name")) and (status.get("config") or {}).get("type") != "sdk"
+
+
+class Customizations:
+    """One agent's view of what its CLI offers, published on the session as it learns more."""
+
+    def __init__(self, agent: ClaudeAgent) -> None:
+        self.agent = agent
+        self.commands: list[dict[str, Any]] = list(agent.backend.server_info.get("commands") or ())
+        self.skills: list[str] | None = None
+        self.slash: list[str] | None = None
+        self.plugins: list[dict[str, Any]] = []
+        #: The CLI's MCP servers by name (``get_mcp_status`` entries).
+        self.servers: dict[str, dict[str, Any]] = {}
+        #: MCP servers a client switched while no CLI ran, applied when one starts.
+        self.wanted: dict[str, bool] = {}
+
+    @property
+    def directory(self) -> Path:
+        directories = self.agent.start.working_directories
+        from ahp_claude.agent import to_path
+
+        return Path(to_path(directories[0])) if directories else self.agent.backend.home
+
+    def items(self) -> list[dict[str, Any]]:
+        home = self.agent.backend.home
+        made = containers(
+            self.commands, self.directory, skills=self.skills, slash=self.slash, home=home
+        )
+        made += plugins(self.plugins)
+        made += [mcp_server(s, self.directory, home) for s in self.servers.values()]
+        return made
+
+    def publish(self) -> None:
+        report = self.agent.start.report
+        if report is None:
+            return
+        try:
+            report.customizations(self.items())
+        except Exception:  # a session gone away: nothing to show it to
+            log.debug("customizations not published", exc_info=True)
+
+    # -- what the CLI says -------------------------------------------------------------
+    async def connected(self, client: ClaudeSDKClient) -> None:
+        """A CLI started: read what it offers, apply switches made before it ran, then publish."""
+        try:
+            await self._connected(client)
+        except Exception as exc:  # the CLI went away meanwhile: its next start asks again
+            log.info("could not read what Claude Code offers: %s", exc)
+
+    async def _connected(self, client: ClaudeSDKClient) -> None:
+        info = await client.get_server_info() or {}
+        if info.get("commands"):
+            self.commands = list(info["commands"])
+        for name, enabled in list(self.wanted.items()):
+            await self._switch(client, name, enabled)
+        self.wanted.clear()
+        await self._read_servers(client, publish_all=True)
+        await self.settle(client)
+
+    def init(self, data: Mapping[str, Any]) -> None:
+        """The CLI's ``init`` message: which commands are skills, which sit behind a slash."""
+        self.skills = [str(s) for s in data.get("skills") or ()]
+        self.slash = [str(s) for s in data.get("slash_commands") or ()]
+        self.plugins = [dict(p) for p in data.get("plugins") or () if isinstance(p, Mapping)]
+        self.publish()
+
+    async def _read_servers(self, client: ClaudeSDKClient, *, publish_all: bool = False) -> None:
+        """Ask the CLI for its servers' states; report what moved."""
+        answer = await client.get_mcp_status()
+        fresh = {str(s["name"]): dict(s) for s in answer.get("mcpServers") or () if _shown(s)}
+        old, self.servers = self.servers, fresh
+        report = self.agent.start.report
+        if publish_all or set(old) != set(fresh):
+            self.publish()
+            return
+        if report is None:
+            return
+        for name, status in fresh.items():
+            if mcp_state(old[name]) != mcp_state(status):
+                report.mcp_server_state(name, mcp_state(status))
+
+    async def settle(self, client: ClaudeSDKClient) -> None:
+        """Follow servers that are still starting until each is up, failed or waiting on a sign-in."""
+        with anyio.move_on_after(SETTLE_SECONDS):
+            while any(s.get("status") == "pending" for s in self.servers.values()):
+                await anyio.sleep(POLL_SECONDS)
+                await self._read_servers(client)
+
+    # -- switches a client made -----------------------------------------------------------
+    async def toggle(self, customization_id: str, enabled: bool) -> None:
+        if customization_id.startswith((SKILL, PROMPT)) or customization_id in (SKILLS, COMMANDS):
+            raise AgentRefused(
+                f"Claude Code cannot switch {customization_id} on or off while it runs: it loads "
+                "every skill and command it finds. Move the file out of the folder to remove it."
+            )
+        if customization_id.startswith(PLUGIN):
+            raise AgentRefused(
+                f"Claude Code cannot switch plugin {customization_id[len(PLUGIN) :]} on or off "
+                "in a running session: change enabledPlugins in its settings instead."
+            )
+        await self.mcp(customization_id, enabled)
+
+    async def mcp(self, name: str, enabled: bool) -> None:
+        """Switch an MCP server through the CLI, then report the state the CLI reads back."""
+        client = self.agent.client
+        if self.servers and name not in self.servers:
+            raise AgentRefused(f"this Claude session has no MCP server {name}")
+        if client is None:
+            # No CLI runs now: the switch is made when one starts.
+            self.wanted[name] = enabled
+            return
+        if name not in self.servers:
+            raise AgentRefused(f"this Claude session has no MCP server {name}")
+        await self._switch(client, name, enabled)
+        await self._read_servers(client)
+        await self.settle(client)
+
+    async def _switch(self, client: ClaudeSDKClient, name: str, enabled: bool) -> None:
+        status = (self.servers.get(name) or {}).get("status")
+        try:
+            if not enabled:
+                await client.toggle_mcp_server(name, False)
+            elif status in ("failed", "needs-auth"):
+                # On but not up: reconnecting is how a server is retried, and signed into.
+                await client.reconnect_mcp_server(name)
+            else:
+                await client.toggle_mcp_server(name, True)
+        except Exception as exc:
+            # The CLI says why it could not (a server that still wants a sign-in); the state
+            # read back afterwards is what clients see.
+            log.info("Claude Code could not switch MCP server %s: %s", name, exc)
+
+
+def for_agent(server_info: Mapping[str, Any], home: Path) -> dict[str, Any]:
+    """``AgentInfo.customizations`` from the boot probe: what the CLI offers in any folder."""
+    commands = server_info.get("commands")
+    if not commands:
+        return {}
+    return {"customizations": containers(commands, home, home=home)}

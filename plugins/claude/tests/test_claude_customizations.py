@@ -1,0 +1,186 @@
+"""Commands, skills and MCP servers a real CLI reports, and the switches on them, over websockets."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anthropic_server import ToolUse, reply
+from conftest import chat_state, confirm, is_action, open_session, start_turn, turn_end
+from oauth_server import OAuthServer
+
+pytestmark = pytest.mark.anyio
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def oauth() -> Iterator[OAuthServer]:
+    server = OAuthServer().start()
+    yield server
+    server.close()
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def project(workdir: Path, oauth: OAuthServer) -> None:
+    """A folder with a command, a skill and three MCP servers: one up, one broken, one locked."""
+    write(
+        workdir / ".claude" / "commands" / "shout.md",
+        "---\ndescription: Shout the words back\nargument-hint: <words>\n---\n"
+        "Please shout: $ARGUMENTS\n",
+    )
+    write(
+        workdir / ".claude" / "skills" / "greeter" / "SKILL.md",
+        "---\nname: greeter\ndescription: Greets people warmly\nargument-hint: <name>\n---\n"
+        "Greet the person by name.\n",
+    )
+    servers = {
+        "echo": {"command": sys.executable, "args": [str(HERE / "mcp_echo.py")]},
+        "broken": {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]},
+        "locked": {"type": "http", "url": oauth.url},
+    }
+    write(workdir / ".mcp.json", json.dumps({"mcpServers": servers}))
+
+
+def customizations(client: Any, session: str) -> list[dict[str, Any]]:
+    """The session's customizations as the actions received so far leave them."""
+    found: list[dict[str, Any]] = []
+    for envelope in client.actions_for(session):
+        action = envelope["action"]
+        if action["type"] == "session/customizationsChanged":
+            found = [dict(c) for c in action["customizations"]]
+        elif action["type"] == "session/mcpServerStateChanged":
+            found = [
+                {**c, "state": action["state"]} if c["id"] == action["id"] else c for c in found
+            ]
+    return found
+
+
+def servers(client: Any, session: str) -> dict[str, str]:
+    return {
+        c["id"]: c["state"]["kind"]
+        for c in customizations(client, session)
+        if c["type"] == "mcpServer"
+    }
+
+
+async def servers_reach(client: Any, session: str, **want: str) -> dict[str, str]:
+    """Wait, on the actions as they arrive, until the named servers are in these states."""
+
+    def done() -> bool:
+        now = servers(client, session)
+        return all(now.get(name) == kind for name, kind in want.items())
+
+    with anyio.fail_after(40):
+        while not done():
+            await client.recv_until(
+                lambda f: f.get("method") == "action" and f["params"]["channel"] == session
+            )
+    return servers(client, session)
+
+
+async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_customizations(
+    claude_host, anthropic, workdir, oauth
+):
+    project(workdir, oauth)
+    anthropic.script(
+        reply("HELLO THERE"),
+        reply(ToolUse("mcp__echo__echo", {"text": "ping"})),
+        reply("Echoed."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        # A slash command is an ordinary message: the CLI expands it from the folder's file.
+        await start_turn(client, chat, "/shout hello there", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        sent = json.dumps(anthropic.main_requests()[-1].body["messages"])
+        assert "Please shout: hello there" in sent
+
+        states = await servers_reach(
+            client, session, echo="ready", broken="error", locked="authRequired"
+        )
+        assert "ahp" not in states  # the host's own in-process server is not the user's
+        found = {c["id"]: c for c in customizations(client, session)}
+        locked = found["locked"]["state"]
+        assert locked["reason"] == "required" and locked["resource"]["resource"] == oauth.url
+        assert found["broken"]["state"]["error"]["message"]
+
+        # One container per kind, each command a child with its argument hint in _meta.
+        skills, commands = found["dir:skills"], found["dir:commands"]
+        assert (skills["type"], skills["contents"]) == ("directory", "skill")
+        assert (commands["type"], commands["contents"]) == ("directory", "prompt")
+        assert skills["uri"] == (workdir / ".claude" / "skills").as_uri()
+        shout = next(c for c in commands["children"] if c["name"] == "shout")
+        assert shout["type"] == "prompt" and shout["_meta"]["ahp.argumentHint"] == "<words>"
+        greeter = next(c for c in skills["children"] if c["name"] == "greeter")
+        assert greeter["type"] == "skill" and greeter["_meta"]["ahp.argumentHint"] == "<name>"
+        # The CLI's own commands are there too, as prompts.
+        assert "compact" in [c["name"] for c in commands["children"]]
+
+        # The composer offers them behind a slash, hint and all.
+        answer = await client.request(
+            "completions",
+            {"channel": chat, "kind": "userMessage", "text": "/sh", "offset": 3},
+        )
+        [item] = [i for i in answer["items"] if i["attachment"]["_meta"]["command"] == "shout"]
+        assert item["attachment"]["_meta"]["argumentHint"] == "<words>"
+
+        # A call to the server's tool names the server's customization as its contributor.
+        await start_turn(client, chat, "echo ping", "t2")
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        call = needed["params"]["action"]["request"]["toolCall"]
+        assert call["contributor"] == {"kind": "mcp", "customizationId": "echo"}
+        await confirm(client, chat, "t2", call["toolCallId"], True)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        [part] = [
+            p
+            for p in (await chat_state(client, chat))["turns"][1]["responseParts"]
+            if p["kind"] == "toolCall"
+        ]
+        assert part["toolCall"]["status"] == "completed"
+        assert "ping" in json.dumps(part["toolCall"]["content"])
+
+        # A skill has no switch in the CLI: refused, saying why.
+        seq = await client.dispatch(
+            session,
+            {
+                "type": "session/customizationToggled",
+                "id": "skill:greeter",
+                "enablement": [{"kind": "session", "enabled": False}],
+            },
+        )
+        refused = await client.answer_to(seq)
+        assert "cannot switch" in refused["rejectionReason"]
+
+        # An MCP server is switched through the CLI and read back from it.
+        seq = await client.dispatch(
+            session,
+            {
+                "type": "session/customizationToggled",
+                "id": "echo",
+                "enablement": [{"kind": "session", "enabled": False}],
+            },
+        )
+        assert "rejectionReason" not in await client.answer_to(seq)
+        await servers_reach(client, session, echo="stopped")
+        await client.dispatch(session, {"type": "session/mcpServerStartRequested", "id": "echo"})
+        await servers_reach(client, session, echo="ready")
+        await client.dispatch(session, {"type": "session/mcpServerStopRequested", "id": "echo"})
+        await servers_reach(client, session, echo="stopped")
+
+        # A server that does not exist is refused by name.
+        seq = await client.dispatch(
+            session, {"type": "session/mcpServerStartRequested", "id": "nowhere"}
+        )
+        assert "no MCP server nowhere" in (await client.answer_to(seq))["rejectionReason"]
