@@ -30,7 +30,10 @@ def commands(customizations: Iterable[Mapping[str, Any]]) -> list[Mapping[str, A
     found = []
     for container in customizations:
         for child in container.get("children") or []:
-            if child.get("type") in COMMAND_KINDS and child.get("enabled", True) is not False:
+            if child.get("type") not in COMMAND_KINDS or child.get("enabled", True) is False:
+                continue
+            # A skill only the agent may invoke is not a slash command.
+            if not child.get("disableUserInvocation"):
                 found.append(child)
     return found
 
@@ -47,7 +50,8 @@ def command_items(
         meta_in = child.get("_meta") or {}
         meta: dict[str, Any] = {"command": name}
         for key in ("description", "argumentHint"):
-            value = meta_in.get(key) or meta_in.get(f"ahp.{key}")
+            # SkillCustomization and PromptCustomization declare description themselves.
+            value = meta_in.get(key) or meta_in.get(f"ahp.{key}") or child.get(key)
             if value:
                 meta[key] = value
         if child.get("type") == "skill":

@@ -66,3 +66,26 @@ def test_resolving_config_keeps_what_was_answered():
     resolved = composer.resolve_config(properties, {"mode": "b", "stray": 1})
     assert resolved["values"] == {"mode": "b", "depth": 1}
     assert resolved["schema"]["properties"] == properties
+
+
+def test_a_skill_only_the_agent_invokes_is_not_offered_and_a_declared_description_is_used():
+    children = [
+        {
+            "type": "skill",
+            "id": "s1",
+            "uri": "file:///s/a",
+            "name": "agentonly",
+            "disableUserInvocation": True,
+        },
+        {
+            "type": "skill",
+            "id": "s2",
+            "uri": "file:///s/b",
+            "name": "asked",
+            "description": "Declared on the skill",
+        },
+    ]
+    container = {"type": "plugin", "id": "p", "uri": "file:///p", "name": "p", "children": children}
+    items = composer.command_items([container], 0, "/")
+    assert [i["attachment"]["_meta"]["command"] for i in items] == ["asked"]
+    assert items[0]["attachment"]["_meta"]["description"] == "Declared on the skill"

@@ -9,8 +9,9 @@ the CLI never says where a command came from, so the container names the folder
 a person would add one to. MCP servers are top-level entries named by the
 server's own name, which is what a ``mcp__<server>__<tool>`` call names too.
 
-Only MCP servers can be switched in a running CLI; a skill, a prompt or a plugin
-is refused with the reason.
+MCP servers are switched through the CLI and plugins through its
+``enabledPlugins`` (then reloaded), each read back; a skill or a prompt has no
+switch in the CLI and is refused with the reason.
 """
 
 from __future__ import annotations
@@ -138,23 +139,31 @@ def _directory(
     }
 
 
-def plugins(reported: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The plugins the CLI loaded (``init``: name, path, source)."""
+def plugins(
+    known: Mapping[str, Mapping[str, Any]],
+    loaded: Iterable[str],
+    switches: Mapping[str, bool],
+) -> list[dict[str, Any]]:
+    """Every plugin the CLI has reported (``init`` / ``reload_plugins``: name, path, source).
+
+    A plugin switched off is no longer among those the CLI loads, so it stays listed
+    from what was seen of it, with the session's switch; one switched on that the CLI
+    did not load says so.
+    """
+    on_now = set(loaded)
     made = []
-    for plugin in reported:
-        name = str(plugin.get("name") or "")
-        if not name:
-            continue
-        source = str(plugin.get("source") or name)
+    for source, plugin in known.items():
+        name = str(plugin.get("name") or source)
         path = str(plugin.get("path") or "")
         uri = Path(path).as_uri() if path.startswith("/") else f"claude-plugin:{source}"
-        entry: dict[str, Any] = {
-            "id": PLUGIN + source,
-            "uri": uri,
-            "name": name,
-            "type": "plugin",
-            "load": {"kind": "loaded"},
-        }
+        entry: dict[str, Any] = {"id": PLUGIN + source, "uri": uri, "name": name, "type": "plugin"}
+        switch = switches.get(source)
+        if switch is not None:
+            entry["enablement"] = [{"kind": "session", "enabled": switch}]
+        if source in on_now:
+            entry["load"] = {"kind": "loaded"}
+        elif switch is not False:
+            entry["load"] = {"kind": "error", "message": "Claude Code did not load this plugin"}
         if path == "builtin":
             entry["_meta"] = {"ahp.builtin": True}
         made.append(entry)
@@ -219,7 +228,12 @@ class Customizations:
         self.commands: list[dict[str, Any]] = list(agent.backend.server_info.get("commands") or ())
         self.skills: list[str] | None = None
         self.slash: list[str] | None = None
-        self.plugins: list[dict[str, Any]] = []
+        #: Every plugin seen, by its source (``name@marketplace``), and those loaded now.
+        self.plugins: dict[str, dict[str, Any]] = {}
+        self.loaded: list[str] = []
+        #: Plugins a client switched in this session, by source: kept, because a plugin
+        #: switched off is not among those the CLI reports.
+        self.plugin_switches: dict[str, bool] = {}
         #: The CLI's MCP servers by name (``get_mcp_status`` entries).
         self.servers: dict[str, dict[str, Any]] = {}
         #: MCP servers a client switched while no CLI ran, applied when one starts.
@@ -237,7 +251,7 @@ class Customizations:
         made = containers(
             self.commands, self.directory, skills=self.skills, slash=self.slash, home=home
         )
-        made += plugins(self.plugins)
+        made += plugins(self.plugins, self.loaded, self.plugin_switches)
         made += [mcp_server(s, self.directory, home) for s in self.servers.values()]
         return made
 
@@ -265,6 +279,8 @@ class Customizations:
         for name, enabled in list(self.wanted.items()):
             await self._switch(client, name, enabled)
         self.wanted.clear()
+        if self.plugin_switches:
+            await self._apply_plugins(client)
         await self._read_servers(client, publish_all=True)
         await self.settle(client)
 
@@ -272,8 +288,14 @@ class Customizations:
         """The CLI's ``init`` message: which commands are skills, which sit behind a slash."""
         self.skills = [str(s) for s in data.get("skills") or ()]
         self.slash = [str(s) for s in data.get("slash_commands") or ()]
-        self.plugins = [dict(p) for p in data.get("plugins") or () if isinstance(p, Mapping)]
+        self._plugins_loaded(data.get("plugins") or ())
         self.publish()
+
+    def _plugins_loaded(self, reported: Iterable[Any]) -> None:
+        loaded = [dict(p) for p in reported if isinstance(p, Mapping) and p.get("name")]
+        for plugin in loaded:
+            self.plugins[str(plugin.get("source") or plugin["name"])] = plugin
+        self.loaded = [str(p.get("source") or p["name"]) for p in loaded]
 
     async def _read_servers(self, client: ClaudeSDKClient, *, publish_all: bool = False) -> None:
         """Ask the CLI for its servers' states; report what moved."""
@@ -305,11 +327,43 @@ class Customizations:
                 "every skill and command it finds. Move the file out of the folder to remove it."
             )
         if customization_id.startswith(PLUGIN):
-            raise AgentRefused(
-                f"Claude Code cannot switch plugin {customization_id[len(PLUGIN) :]} on or off "
-                "in a running session: change enabledPlugins in its settings instead."
-            )
+            await self.plugin(customization_id[len(PLUGIN) :], enabled)
+            return
         await self.mcp(customization_id, enabled)
+
+    async def plugin(self, source: str, enabled: bool) -> None:
+        """Switch a plugin through the CLI's ``enabledPlugins``, reload, and publish what loaded."""
+        if self.plugins and source not in self.plugins:
+            raise AgentRefused(f"this Claude session has no plugin {source}")
+        before = self.plugin_switches.get(source)
+        self.plugin_switches[source] = enabled
+        client = self.agent.client
+        if client is None:
+            return  # applied when a CLI starts
+        try:
+            await self._apply_plugins(client)
+        except Exception as exc:
+            if before is None:
+                self.plugin_switches.pop(source)
+            else:
+                self.plugin_switches[source] = before
+            raise AgentRefused(f"Claude Code could not switch plugin {source}: {exc}") from None
+        self.publish()
+
+    async def _apply_plugins(self, client: ClaudeSDKClient) -> None:
+        # The SDK has no method for these control requests; the CLI's protocol has them.
+        query: Any = getattr(client, "_query", None)
+        if query is None:
+            raise RuntimeError("Claude Code is not connected")
+        control = query._send_control_request
+        # Flag settings merge shallowly: enabledPlugins goes whole, every switch in it.
+        await control(
+            {"subtype": "apply_flag_settings", "settings": {"enabledPlugins": self.plugin_switches}}
+        )
+        answer = await control({"subtype": "reload_plugins"})
+        self._plugins_loaded((answer or {}).get("plugins") or ())
+        if (answer or {}).get("commands"):
+            self.commands = list(answer["commands"])
 
     async def mcp(self, name: str, enabled: bool) -> None:
         """Switch an MCP server through the CLI, then report the state the CLI reads back."""
@@ -323,7 +377,9 @@ class Customizations:
         if name not in self.servers:
             raise AgentRefused(f"this Claude session has no MCP server {name}")
         await self._switch(client, name, enabled)
-        await self._read_servers(client)
+        # The whole list: a server's switch moves with its state (mcpServerStateChanged
+        # carries the state alone).
+        await self._read_servers(client, publish_all=True)
         await self.settle(client)
 
     async def _switch(self, client: ClaudeSDKClient, name: str, enabled: bool) -> None:

@@ -135,6 +135,7 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
         )
         [item] = [i for i in answer["items"] if i["attachment"]["_meta"]["command"] == "shout"]
         assert item["attachment"]["_meta"]["argumentHint"] == "<words>"
+        assert "Shout the words back" in item["attachment"]["_meta"]["description"]
 
         # A call to the server's tool names the server's customization as its contributor.
         await start_turn(client, chat, "echo ping", "t2")
@@ -178,6 +179,25 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
         await servers_reach(client, session, echo="ready")
         await client.dispatch(session, {"type": "session/mcpServerStopRequested", "id": "echo"})
         await servers_reach(client, session, echo="stopped")
+
+        # A plugin is switched through the CLI's settings, reloaded and read back: switched
+        # off it is no longer loaded, and it stays listed with the session's switch.
+        [plugin, *_] = [c for c in customizations(client, session) if c["type"] == "plugin"]
+        assert plugin["load"] == {"kind": "loaded"}
+        for enabled in (False, True):
+            seq = await client.dispatch(
+                session,
+                {
+                    "type": "session/customizationToggled",
+                    "id": plugin["id"],
+                    "enablement": [{"kind": "session", "enabled": enabled}],
+                },
+            )
+            assert "rejectionReason" not in await client.answer_to(seq)
+            await client.recv_until(is_action("session/customizationsChanged", session))
+            [now] = [c for c in customizations(client, session) if c["id"] == plugin["id"]]
+            assert now["enablement"] == [{"kind": "session", "enabled": enabled}]
+            assert ("load" in now) is enabled
 
         # A server that does not exist is refused by name.
         seq = await client.dispatch(
