@@ -14,6 +14,11 @@ from anthropic_server import ToolUse, reply
 from conftest import chat_state, confirm, is_action, open_session, start_turn, turn_end
 from oauth_server import OAuthServer
 
+from ahp_claude.plugin import backend_for
+from ahpcore.hookspecs import hookimpl
+from ahpcore.host import HostSettings
+from ahpcore.testing import running_host
+
 pytestmark = pytest.mark.anyio
 
 HERE = Path(__file__).parent
@@ -101,6 +106,16 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
         client = await running.connect("c1")
         await client.initialize()
         session, chat = await open_session(client, workdir)
+        # Switched off before any CLI runs: the switch is made when one starts.
+        seq = await client.dispatch(
+            session,
+            {
+                "type": "session/customizationToggled",
+                "id": "echo",
+                "enablement": [{"kind": "session", "enabled": False}],
+            },
+        )
+        assert "rejectionReason" not in await client.answer_to(seq)
         # A slash command is an ordinary message: the CLI expands it from the folder's file.
         await start_turn(client, chat, "/shout hello there", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
@@ -108,8 +123,10 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
         assert "Please shout: hello there" in sent
 
         states = await servers_reach(
-            client, session, echo="ready", broken="error", locked="authRequired"
+            client, session, echo="stopped", broken="error", locked="authRequired"
         )
+        await client.dispatch(session, {"type": "session/mcpServerStartRequested", "id": "echo"})
+        await servers_reach(client, session, echo="ready")
         assert "ahp" not in states  # the host's own in-process server is not the user's
         found = {c["id"]: c for c in customizations(client, session)}
         locked = found["locked"]["state"]
@@ -204,3 +221,40 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
             session, {"type": "session/mcpServerStartRequested", "id": "nowhere"}
         )
         assert "no MCP server nowhere" in (await client.answer_to(seq))["rejectionReason"]
+
+
+class ProbingClaude:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    @hookimpl
+    def ahp_backends(self, host: Any, register: Any) -> None:
+        register(backend_for(host, self.env, probe=True, watch=False))
+
+
+async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_commands(
+    claude_env, tmp_path, workdir
+):
+    home = Path(claude_env["HOME"])
+    write(
+        home / ".claude" / "commands" / "standup.md",
+        "---\ndescription: Write the standup\nargument-hint: <day>\n---\nFor $ARGUMENTS\n",
+    )
+    settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
+    async with running_host([("claude", ProbingClaude(claude_env))], settings=settings) as running:
+        client = await running.connect("c1")
+        result = await client.initialize()
+        [agent] = result["snapshots"][0]["state"]["agents"]
+        if "customizations" not in agent:
+            # Sent again when the probe answers, carrying what the CLI offers in any folder.
+            frame = await client.recv_until(is_action("root/agentsChanged"), timeout=40)
+            [agent] = frame["params"]["action"]["agents"]
+        found = {c["id"]: c for c in agent["customizations"]}
+        assert "standup" in [c["name"] for c in found["dir:commands"]["children"]]
+        # A session starts with them before its own CLI has said anything.
+        session, _ = await open_session(client, workdir)
+        state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        [commands] = [c for c in state["customizations"] if c["id"] == "dir:commands"]
+        [standup] = [c for c in commands["children"] if c["name"] == "standup"]
+        assert standup["_meta"]["ahp.argumentHint"] == "<day>"
+        assert commands["uri"] == (workdir / ".claude" / "commands").as_uri()
