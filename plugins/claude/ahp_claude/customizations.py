@@ -238,12 +238,13 @@ class Customizations:
         self.servers: dict[str, dict[str, Any]] = {}
         #: MCP servers a client switched while no CLI ran, applied when one starts.
         self.wanted: dict[str, bool] = {}
+        self._settling = False
 
     @property
     def directory(self) -> Path:
-        directories = self.agent.start.working_directories
-        from ahp_claude.agent import to_path
+        from ahp_claude.agent import to_path  # the agent module imports this one
 
+        directories = self.agent.start.working_directories
         return Path(to_path(directories[0])) if directories else self.agent.backend.home
 
     def items(self) -> list[dict[str, Any]]:
@@ -314,10 +315,18 @@ class Customizations:
 
     async def settle(self, client: ClaudeSDKClient) -> None:
         """Follow servers that are still starting until each is up, failed or waiting on a sign-in."""
-        with anyio.move_on_after(SETTLE_SECONDS):
-            while any(s.get("status") == "pending" for s in self.servers.values()):
-                await anyio.sleep(POLL_SECONDS)
-                await self._read_servers(client)
+        if self._settling:
+            return
+        self._settling = True
+        try:
+            with anyio.move_on_after(SETTLE_SECONDS):
+                while any(s.get("status") == "pending" for s in self.servers.values()):
+                    await anyio.sleep(POLL_SECONDS)
+                    await self._read_servers(client)
+        except Exception as exc:  # the CLI went away: its next start asks again
+            log.info("stopped following MCP servers: %s", exc)
+        finally:
+            self._settling = False
 
     # -- switches a client made -----------------------------------------------------------
     async def toggle(self, customization_id: str, enabled: bool) -> None:
@@ -376,11 +385,16 @@ class Customizations:
             return
         if name not in self.servers:
             raise AgentRefused(f"this Claude session has no MCP server {name}")
-        await self._switch(client, name, enabled)
-        # The whole list: a server's switch moves with its state (mcpServerStateChanged
-        # carries the state alone).
-        await self._read_servers(client, publish_all=True)
-        await self.settle(client)
+        try:
+            await self._switch(client, name, enabled)
+            # The whole list: a server's switch moves with its state (mcpServerStateChanged
+            # carries the state alone).
+            await self._read_servers(client, publish_all=True)
+        except Exception as exc:  # the CLI went away meanwhile
+            raise AgentRefused(f"Claude Code could not switch MCP server {name}: {exc}") from None
+        if not self._settling:
+            # A server still starting is followed in the background: the client is answered now.
+            self.agent.backend.spawn(self.settle, client, name="claude mcp servers")
 
     async def _switch(self, client: ClaudeSDKClient, name: str, enabled: bool) -> None:
         status = (self.servers.get(name) or {}).get("status")
