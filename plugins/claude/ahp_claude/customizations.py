@@ -277,9 +277,13 @@ class Customizations:
         info = await client.get_server_info() or {}
         if info.get("commands"):
             self.commands = list(info["commands"])
-        for name, enabled in list(self.wanted.items()):
-            await self._switch(client, name, enabled)
-        self.wanted.clear()
+        if self.wanted:
+            answer = await client.get_mcp_status()
+            known = {str(s.get("name")) for s in answer.get("mcpServers") or ()}
+            for name, enabled in self.wanted.items():
+                if name in known:  # a switch for a server this CLI does not have is dropped
+                    await self._switch(client, name, enabled)
+            self.wanted.clear()
         if self.plugin_switches:
             await self._apply_plugins(client)
         await self._read_servers(client, publish_all=True)
