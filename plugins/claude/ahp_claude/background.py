@@ -1,0 +1,143 @@
+"""Work the CLI runs in the background, reported as the chat's background work.
+
+The CLI says what each task is when it starts (``task_started``: its type, the
+tool call that started it, whether it runs in the background) and lists the
+whole live background set whenever that set changes
+(``background_tasks_changed``, which names no tool call and may come first).
+A task ends with ``task_notification`` or a terminal ``task_updated``. A task
+is listed once both say so, and again only when what it is changes; only
+shells and subagents are listed, the kinds the protocol has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from claude_agent_sdk import SystemMessage
+
+from ahpcore.sessions.contract import SessionReporter
+
+#: The CLI's task types the protocol has a kind for.
+KINDS = {"local_bash": "shell", "local_agent": "subagent"}
+#: Statuses after which a task runs no more (``task_updated`` says ``killed``).
+TERMINAL = frozenset({"completed", "failed", "stopped", "killed"})
+SUBTYPES = frozenset(
+    {"task_started", "task_updated", "task_notification", "background_tasks_changed"}
+)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass
+class Task:
+    kind: str
+    label: str
+    call_id: str | None
+    started_at: str
+
+
+class BackgroundTasks:
+    """The background tasks of one CLI, told to the chat's session reporter."""
+
+    def __init__(
+        self,
+        report: SessionReporter | None,
+        *,
+        command_of: Callable[[str], str | None],
+        open_subagent: Callable[[str], None],
+    ) -> None:
+        self.report = report
+        self.command_of = command_of
+        self.open_subagent = open_subagent
+        self._tasks: dict[str, Task] = {}
+        #: Tasks that stopped running, until the CLI says how they ended.
+        self._stopped: dict[str, Task] = {}
+        self._live: set[str] = set()
+        #: Work id -> what the chat was told it is.
+        self._said: dict[str, tuple[str, str | None, str | None]] = {}
+        #: What the CLI said of tasks that ended since a turn last began.
+        self._summaries: list[str] = []
+
+    def on_message(self, message: Any) -> bool:
+        """Take a task lifecycle message; False for anything else."""
+        if not isinstance(message, SystemMessage) or message.subtype not in SUBTYPES:
+            return False
+        data: Mapping[str, Any] = message.data
+        task_id = str(data.get("task_id") or "")
+        if message.subtype == "task_started" and task_id:
+            kind = KINDS.get(str(data.get("task_type")))
+            if kind is not None:
+                call_id = data.get("tool_use_id")
+                label = str(data.get("description") or kind)
+                self._tasks[task_id] = Task(kind, label, call_id and str(call_id), now_iso())
+            if data.get("is_backgrounded"):
+                self._live.add(task_id)
+            self._tell(task_id)
+        elif message.subtype == "background_tasks_changed":
+            live = {str(t.get("task_id")) for t in data.get("tasks") or () if t.get("task_id")}
+            for gone in self._live - live:
+                self._end(gone)
+            self._live = live
+            for task_id in live:
+                self._tell(task_id)
+        elif message.subtype == "task_notification":
+            self._summaries.append(self._ended(task_id, data))
+            self._end(task_id)
+        elif message.subtype == "task_updated":
+            patch = data.get("patch")
+            if isinstance(patch, Mapping) and patch.get("status") in TERMINAL:
+                self._end(task_id)
+        return True
+
+    def take_summaries(self) -> list[str]:
+        """What ended since a turn last began, said once: the text of a turn the CLI starts."""
+        taken, self._summaries = self._summaries, []
+        return taken
+
+    def _ended(self, task_id: str, data: Mapping[str, Any]) -> str:
+        """A line saying which task ended how (a subagent's summary is its whole report)."""
+        summary = str(data.get("summary") or "").strip()
+        if summary and not data.get("summary_is_report"):
+            return summary
+        task = self._tasks.get(task_id) or self._stopped.pop(task_id, None)
+        what = "Subagent" if task is None or task.kind == "subagent" else "Background task"
+        named = f' "{task.label}"' if task is not None else ""
+        return f"{what}{named} {data.get('status') or 'ended'}"
+
+    def _tell(self, task_id: str) -> None:
+        task = self._tasks.get(task_id)
+        if task is None or task_id not in self._live or self.report is None:
+            return
+        work_id = f"{task.kind}:{task_id}"
+        command = self.command_of(task.call_id) if task.kind == "shell" and task.call_id else None
+        call_id = task.call_id if task.kind == "subagent" else None
+        what = (task.label, command, call_id)
+        if self._said.get(work_id) == what:
+            return
+        if call_id is not None:
+            self.open_subagent(call_id)  # the worker's chat exists before anything links it
+        self._said[work_id] = what
+        self.report.background_work_set(
+            work_id,
+            label=task.label,
+            command=command,
+            subagent_call_id=call_id,
+            started_at=task.started_at,
+        )
+
+    def _end(self, task_id: str) -> None:
+        self._live.discard(task_id)
+        task = self._tasks.pop(task_id, None)
+        if task is None:
+            return
+        if len(self._stopped) > 100:  # some end without a notification: keep the last few
+            self._stopped.clear()
+        self._stopped[task_id] = task
+        work_id = f"{task.kind}:{task_id}"
+        if self._said.pop(work_id, None) is not None and self.report is not None:
+            self.report.background_work_removed(work_id)
