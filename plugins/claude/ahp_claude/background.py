@@ -11,9 +11,12 @@ shells and subagents are listed, the kinds the protocol has.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import SystemMessage
@@ -24,6 +27,11 @@ from ahpcore.sessions.contract import SessionReporter
 KINDS = {"local_bash": "shell", "local_agent": "subagent"}
 #: Statuses after which a task runs no more (``task_updated`` says ``killed``).
 TERMINAL = frozenset({"completed", "failed", "stopped", "killed"})
+#: The origin of the entry where the CLI tells itself that background work ended.
+NOTIFICATION = "task-notification"
+SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
+#: How much of a transcript's end is read for the entry a turn of the CLI's began at.
+TAIL_BYTES = 1 << 20
 SUBTYPES = frozenset(
     {"task_started", "task_updated", "task_notification", "background_tasks_changed"}
 )
@@ -31,6 +39,44 @@ SUBTYPES = frozenset(
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_notification(entry: Mapping[str, Any]) -> bool:
+    origin = entry.get("origin")
+    return isinstance(origin, Mapping) and origin.get("kind") == NOTIFICATION
+
+
+def notification_message(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The message of the turn a transcript entry began, when the CLI wrote it to say
+    background work ended: the same message the live turn was started with."""
+    if not is_notification(entry):
+        return None
+    content = (entry.get("message") or {}).get("content")
+    if isinstance(content, list):
+        content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    said = [line.strip() for line in SUMMARY.findall(str(content or ""))]
+    origin = "systemNotification" if said else "agent"
+    return {"text": "\n".join(said), "origin": {"kind": origin}}
+
+
+def last_notification(path: Path) -> str | None:
+    """The uuid of the latest entry saying background work ended (blocking: a file read)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - TAIL_BYTES))
+            lines = handle.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if NOTIFICATION.encode() not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # cut by the seek, or still being written
+        if isinstance(entry, dict) and is_notification(entry) and entry.get("uuid"):
+            return str(entry["uuid"])
+    return None
 
 
 @dataclass
@@ -100,14 +146,17 @@ class BackgroundTasks:
         return taken
 
     def _ended(self, task_id: str, data: Mapping[str, Any]) -> str:
-        """A line saying which task ended how (a subagent's summary is its whole report)."""
+        """A line saying which task ended how, as the transcript keeps it.
+
+        A subagent's summary here is its whole report; the transcript says the line below.
+        """
         summary = str(data.get("summary") or "").strip()
+        task = self._tasks.get(task_id) or self._stopped.pop(task_id, None)
         if summary and not data.get("summary_is_report"):
             return summary
-        task = self._tasks.get(task_id) or self._stopped.pop(task_id, None)
-        what = "Subagent" if task is None or task.kind == "subagent" else "Background task"
+        status = str(data.get("status") or "stopped")
         named = f' "{task.label}"' if task is not None else ""
-        return f"{what}{named} {data.get('status') or 'ended'}"
+        return f"Agent{named} {'finished' if status == 'completed' else status}"
 
     def _tell(self, task_id: str) -> None:
         task = self._tasks.get(task_id)

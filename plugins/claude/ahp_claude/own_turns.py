@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from claude_agent_sdk import AssistantMessage, StreamEvent, SystemMessage
 
+from ahp_claude.background import last_notification
 from ahp_claude.turn_state import Turn
 from ahpcore.sessions.contract import TurnEnded, TurnOrigin
 
@@ -88,6 +89,18 @@ class OwnTurns:
             if self._waiting is waiting:
                 self._waiting = None
 
+    async def _name(self, running: Turn) -> None:
+        """Keep the transcript entry the turn began at, so a rebuild names it the same."""
+        agent = self.agent
+        try:
+            path = agent.backend.transcript_path(agent.session_id)
+            entry = await anyio.to_thread.run_sync(last_notification, path) if path else None
+            if entry is not None:
+                running.report.reference(entry)
+                agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
+        except Exception:  # the turn still happened; only its rebuild names it differently
+            log.warning("keeping the entry of the CLI's own turn failed", exc_info=True)
+
     async def _follow(self, running: Turn) -> None:
         """Translate the CLI's turn as the agent translates a host's, to its result."""
         agent = self.agent
@@ -100,6 +113,7 @@ class OwnTurns:
             running.done.set()
         try:
             await running.done.wait()
+            await self._name(running)
         except anyio.get_cancelled_exc_class():
             running.live = False
             client = agent._client

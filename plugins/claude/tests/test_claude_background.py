@@ -40,7 +40,7 @@ async def test_a_background_shell_is_listed_until_it_ends_and_the_cli_then_follo
     async with claude_host() as (running, _):
         client = await running.connect("c1")
         await client.initialize()
-        _, chat = await open_session(client, workdir)
+        session, chat = await open_session(client, workdir)
         await start_turn(client, chat, "wait in the background", "t1")
         ready = await client.recv_until(is_action("chat/toolCallReady", chat))
         if "confirmed" not in ready["params"]["action"]:
@@ -57,8 +57,17 @@ async def test_a_background_shell_is_listed_until_it_ends_and_the_cli_then_follo
         ]
         state = await chat_state(client, chat)
         assert not state.get("backgroundWork")
-        assert state["turns"][-1]["responseParts"][-1]["content"] == "The wait is over."
-        assert state["turns"][-1]["usage"]["outputTokens"] > 0
+        live = state["turns"][-1]
+        assert live["responseParts"][-1]["content"] == "The wait is over."
+        assert live["usage"]["outputTokens"] > 0
+    # Read back from the transcript after a restart, the CLI's turn is the same turn.
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = (await chat_state(client, chat))["turns"][-1]
+        assert (rebuilt["id"], rebuilt["message"]) == (live["id"], live["message"])
+        assert rebuilt["responseParts"] == live["responseParts"]
 
 
 async def test_a_background_subagent_links_its_chat_and_its_end_starts_a_turn(
@@ -93,7 +102,7 @@ async def test_a_background_subagent_links_its_chat_and_its_end_starts_a_turn(
         await client.request("subscribe", {"channel": work["chat"]})  # the chat exists
         hold.release.set()
         said = await the_cli_follows_up(client, chat)
-        assert said["text"] == 'Subagent "Look around" completed'
+        assert said["text"] == 'Agent "Look around" finished'
         state = await chat_state(client, chat)
         assert not state.get("backgroundWork")
         assert state["turns"][-1]["responseParts"][-1]["content"] == "My helper found 42."
