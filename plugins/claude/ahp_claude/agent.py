@@ -213,8 +213,7 @@ class ClaudeAgent:
                     log.warning("%s", self._failure)
                     return
                 self._client = client
-                self.model_meta.learn(await client.get_server_info())
-                self.model_meta.chosen(self.start.config.get("model") or None)
+                await self.model_meta.connected(client, self.start.config.get("model") or None)
                 self._ready.set()
                 try:
                     async for message in client.receive_messages():

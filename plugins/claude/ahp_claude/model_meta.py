@@ -38,11 +38,17 @@ class ModelMeta:
         self.models = list(models)
         self.model: str | None = None
 
-    def learn(self, info: Mapping[str, Any] | None) -> None:
-        """A CLI's server info: which model each alias runs."""
+    async def connected(self, client: ClaudeSDKClient, name: str | None) -> None:
+        """A CLI started on the model ``name``: learn what its aliases run, then say it."""
+        try:
+            info = await client.get_server_info()
+        except Exception:  # an answer it never gave: the first turn's init says the model
+            log.debug("reading the CLI's server info failed", exc_info=True)
+            info = None
         models = (info or {}).get("models")
         if models:
             self.models = [m for m in models if isinstance(m, Mapping)]
+        self.chosen(name)
 
     def chosen(self, name: str | None) -> None:
         """A person picked a model (or the default)."""
