@@ -73,8 +73,8 @@ class OwnTurns:
     async def _run(self) -> None:
         agent = self.agent
         report = agent.start.report
-        if report is None:
-            return
+        if report is None or self._held is None:
+            return  # a client's turn took what the CLI began before this got going
         said = agent.background.take_summaries()
         origin: TurnOrigin = "systemNotification" if said else "agent"
         try:
@@ -82,26 +82,15 @@ class OwnTurns:
                 self._waiting = waiting
                 async with report.begin_turn({"text": "\n".join(said)}, origin=origin) as turn:
                     self._waiting = None
-                    await self._follow(Turn(turn))
+                    await self._follow(Turn(turn), named=bool(said))
         except TurnEnded:
             log.debug("the chat closed before the CLI's own turn began")
+            self._held = None
         finally:
             if self._waiting is waiting:
                 self._waiting = None
 
-    async def _name(self, running: Turn) -> None:
-        """Keep the transcript entry the turn began at, so a rebuild names it the same."""
-        agent = self.agent
-        try:
-            path = agent.backend.transcript_path(agent.session_id)
-            entry = await anyio.to_thread.run_sync(last_notification, path) if path else None
-            if entry is not None:
-                running.report.reference(entry)
-                agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
-        except Exception:  # the turn still happened; only its rebuild names it differently
-            log.warning("keeping the entry of the CLI's own turn failed", exc_info=True)
-
-    async def _follow(self, running: Turn) -> None:
+    async def _follow(self, running: Turn, *, named: bool) -> None:
         """Translate the CLI's turn as the agent translates a host's, to its result."""
         agent = self.agent
         agent._turn = running
@@ -113,7 +102,6 @@ class OwnTurns:
             running.done.set()
         try:
             await running.done.wait()
-            await self._name(running)
         except anyio.get_cancelled_exc_class():
             running.live = False
             client = agent._client
@@ -125,3 +113,18 @@ class OwnTurns:
             from ahp_claude.agent import ClaudeTurnFailed  # the agent module imports this one
 
             raise ClaudeTurnFailed(running.error)
+        if named:
+            await self._name(running)
+
+    async def _name(self, running: Turn) -> None:
+        """Keep the transcript entry the turn began at, so a rebuild names it the same."""
+        agent = self.agent
+        try:
+            path = agent.backend.transcript_path(agent.session_id)
+            entry = await anyio.to_thread.run_sync(last_notification, path) if path else None
+            known = agent.backend.sidecar(agent.session_id)["turns"]
+            if entry is not None and entry not in known:  # never an entry an older turn has
+                running.report.reference(entry)
+                agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
+        except Exception:  # the turn still happened; only its rebuild names it differently
+            log.warning("keeping the entry of the CLI's own turn failed", exc_info=True)
