@@ -85,6 +85,8 @@ class Task:
     label: str
     call_id: str | None
     started_at: str
+    #: A shell's command line, read off the call that started it while that call is known.
+    command: str | None = None
 
 
 class BackgroundTasks:
@@ -118,9 +120,10 @@ class BackgroundTasks:
         if message.subtype == "task_started" and task_id:
             kind = KINDS.get(str(data.get("task_type")))
             if kind is not None:
-                call_id = data.get("tool_use_id")
+                call = str(data["tool_use_id"]) if data.get("tool_use_id") else None
                 label = str(data.get("description") or kind)
-                self._tasks[task_id] = Task(kind, label, call_id and str(call_id), now_iso())
+                command = self.command_of(call) if kind == "shell" and call else None
+                self._tasks[task_id] = Task(kind, label, call, now_iso(), command)
             if data.get("is_backgrounded"):
                 self._live.add(task_id)
             self._tell(task_id)
@@ -163,7 +166,7 @@ class BackgroundTasks:
         if task is None or task_id not in self._live or self.report is None:
             return
         work_id = f"{task.kind}:{task_id}"
-        command = self.command_of(task.call_id) if task.kind == "shell" and task.call_id else None
+        command = task.command
         call_id = task.call_id if task.kind == "subagent" else None
         what = (task.label, command, call_id)
         if self._said.get(work_id) == what:

@@ -52,6 +52,7 @@ async def test_a_background_shell_is_listed_until_it_ends_and_the_cli_then_follo
         gate.touch()
         said = await the_cli_follows_up(client, chat)
         assert 'Background command "Wait for the gate" completed' in said["text"]
+        assert len(sent(client, chat, "chat/backgroundWorkSet")) == 1  # said once
         assert sent(client, chat, "chat/backgroundWorkRemoved") == [
             {"type": "chat/backgroundWorkRemoved", "id": work["id"]}
         ]
