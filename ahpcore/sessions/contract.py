@@ -329,6 +329,15 @@ class SessionReporter(Protocol):
         """Session config values the agent changed itself (a model or effort switch)."""
         ...
 
+    def meta(self, values: Mapping[str, JSON | None]) -> None:
+        """Facts about the session the protocol has no field for, merged into its ``_meta``.
+
+        Each key is set to its value (None removes the key); keys not named
+        stay as they are, whoever set them. Name keys ``ahp.<name>`` (the model
+        the session is on is ``ahp.model``). Nothing goes out when nothing changes.
+        """
+        ...
+
     def mcp_server_state(
         self, customization_id: str, state: Mapping[str, JSON], *, channel: str | None = None
     ) -> None:

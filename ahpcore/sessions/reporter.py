@@ -176,6 +176,20 @@ class AgentReporter:
             self._session_apply({"type": "session/configChanged", "config": dict(values)})
             self.runner.hub.save_soon(self._chat.session)
 
+    def meta(self, values: Mapping[str, Any]) -> None:
+        # session/metaChanged replaces _meta whole: merge into what is there, so keys
+        # another source set (git facts, the owner) survive.
+        session = self._chat.session
+        current = dict(session.state.get("_meta") or {})
+        merged = dict(current)
+        for key, value in values.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        if merged != current:
+            self._session_apply({"type": "session/metaChanged", "_meta": merged})
+
     def mcp_server_state(
         self, customization_id: str, state: Mapping[str, Any], *, channel: str | None = None
     ) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ahp_scripted import Rule, Say, Subagent, Tool, Usage
+from ahp_scripted import Meta, Rule, Say, Subagent, Tool, Usage
 from ahpcore.sessions.reporter import subagent_chat_uri
 from tests.sessions.conftest import is_action, open_session, script, start_turn, turn_end
 from tests.sessions.live_rebuilt import assert_rebuilt_equals_live, snapshot
@@ -346,3 +346,37 @@ async def test_a_subagents_approval_serves_its_edit_until_answered(session_host)
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         frame = await client.request_frame("resourceRead", {"uri": after})
         assert "settled" in frame["error"]["message"]
+
+
+async def test_an_agent_merges_facts_into_the_session_meta(session_host):
+    facts = Rule(
+        exact="facts",
+        steps=[
+            Meta({"ahp.model": "m-1", "ahp.tier": "fast"}),
+            Meta({"ahp.model": "m-1"}),  # nothing changes: nothing goes out
+            Say("noted"),
+            Meta({"ahp.model": "m-2", "ahp.tier": None}),  # None takes a key away
+        ],
+    )
+    async with session_host(script(facts)) as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client)
+        # Keys another source set before the agent spoke survive its reports.
+        running.host.engine_or_fail.apply(
+            session, {"type": "session/metaChanged", "_meta": {"git": {"x": 1}}}
+        )
+        await start_turn(client, chat, "facts", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await client.sync()
+        sent = [
+            a["action"]["_meta"]
+            for a in client.actions_for(session)
+            if a["action"]["type"] == "session/metaChanged"
+        ]
+        assert sent == [
+            {"git": {"x": 1}},
+            {"git": {"x": 1}, "ahp.model": "m-1", "ahp.tier": "fast"},
+            {"git": {"x": 1}, "ahp.model": "m-2"},
+        ]
+        assert (await snapshot(client, session))["_meta"] == {"git": {"x": 1}, "ahp.model": "m-2"}

@@ -39,6 +39,7 @@ from ahp_scripted.script import (
     Crash,
     Drain,
     Fail,
+    Meta,
     Rule,
     Say,
     Script,
@@ -67,6 +68,7 @@ KINDS: dict[str, tuple[type, str | None]] = {
     "subagent": (Subagent, "name"),
     "background": (Background, "id"),
     "drain": (Drain, "seconds"),
+    "meta": (Meta, "values"),
 }
 SUFFIXES = (".json", ".yaml", ".yml")
 
@@ -138,6 +140,12 @@ def _json_list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
         raise _Problem(f"must be a list of mappings, not {_show(value)}")
     return [dict(item) for item in value]
+
+
+def _json_mapping(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _Problem(f"must be a mapping, not {_show(value)}")
+    return dict(_json_value(value, where))
 
 
 def _text_list(value: Any, where: str) -> list[str]:
@@ -240,6 +248,7 @@ FIELDS: dict[type, dict[str, Check]] = {
         "origin": _origin,
     },
     Drain: {"seconds": _seconds},
+    Meta: {"values": _json_mapping},
 }
 
 
@@ -286,7 +295,8 @@ def parse_step(step: Any, where: str = "step") -> Step:
     here = f"{where} ({kind})"
     value = step[kind]
     fields = {key: item for key, item in step.items() if key != kind}
-    if isinstance(value, Mapping) and kind != "ask":
+    # An ask's questions and a meta's values are mappings themselves, never its fields.
+    if isinstance(value, Mapping) and kind not in ("ask", "meta"):
         if fields:
             raise ScriptError(f"{here}: give fields either inside {kind!r} or beside it, not both")
         fields = dict(value)

@@ -21,6 +21,7 @@ from ahp_scripted.script import (
     Crash,
     Drain,
     Fail,
+    Meta,
     Say,
     ScriptError,
     Step,
@@ -238,6 +239,9 @@ class TurnRun:
             self.background(step)
         elif isinstance(step, Drain):
             self.drain = step.seconds
+        elif isinstance(step, Meta):
+            if self.session is not None:
+                self.session.meta(fill_json(dict(step.values), self.variables))
         elif isinstance(step, Title):
             self.report.title(self.fill(step.text))
         elif isinstance(step, Activity):

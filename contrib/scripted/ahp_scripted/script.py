@@ -244,6 +244,16 @@ class Background:
     origin: str = "agent"
 
 
+@dataclass(frozen=True, init=False)
+class Meta:
+    """Facts about the session merged into its ``_meta`` (a None value removes a key)."""
+
+    values: Mapping[str, JSON]
+
+    def __init__(self, values: Mapping[str, JSON]) -> None:
+        _set(self, values=dict(values))
+
+
 @dataclass(frozen=True)
 class Drain:
     """From here on, a cancel takes ``seconds`` to land: the agent drains its stream first."""
@@ -265,6 +275,7 @@ Step = (
     | Subagent
     | Background
     | Drain
+    | Meta
 )
 #: A step, or a plain dict in the file form (``{"say": "hi"}``).
 StepLike = Step | Mapping[str, JSON]
@@ -282,6 +293,7 @@ STEP_TYPES = (
     Subagent,
     Background,
     Drain,
+    Meta,
 )
 
 

@@ -36,7 +36,10 @@ from claude_agent_sdk import (
 )
 
 from ahp_claude import client_tools, questions, shell, tools
+from ahp_claude.background import BackgroundTasks
 from ahp_claude.customizations import Customizations
+from ahp_claude.model_meta import ModelMeta
+from ahp_claude.own_turns import OwnTurns
 from ahp_claude.turn_state import (
     Call,
     Stream,
@@ -120,6 +123,12 @@ class ClaudeAgent:
         self.stale = False
         #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
         self.custom = Customizations(self)
+        self.background = BackgroundTasks(
+            start.report, command_of=self._command_of, open_subagent=self._open_subagent
+        )
+        self.own_turns = OwnTurns(self)
+        self.model_meta = ModelMeta(start.report, backend.server_info.get("models") or ())
+        self.model_meta.chosen(start.config.get("model") or None)
 
     # -- the CLI's life -----------------------------------------------------------
     def options(self) -> ClaudeAgentOptions:
@@ -207,6 +216,7 @@ class ClaudeAgent:
                     log.warning("%s", self._failure)
                     return
                 self._client = client
+                await self.model_meta.connected(client, self.start.config.get("model") or None)
                 self._ready.set()
                 self._spawn(self.custom.connected, client, name="claude customizations")
                 try:
@@ -267,6 +277,9 @@ class ClaudeAgent:
         running = Turn(report)
         self._turn = running
         message = self._user_message(turn)
+        self.background.take_summaries()  # what ended is this turn's to hear, not a turn's text
+        for held in self.own_turns.host_turn(running, message["uuid"]):
+            self._on_message(held)
         report.reference(message["uuid"])
         self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
         try:
@@ -338,6 +351,7 @@ class ClaudeAgent:
             await client.set_permission_mode(mode)
         if "model" in values:
             await client.set_model(values["model"] or None)
+            self.model_meta.chosen(values["model"] or None)
 
     async def toggle(self, customization_id: str, enabled: bool) -> None:
         await self.custom.toggle(customization_id, enabled)
@@ -351,10 +365,18 @@ class ClaudeAgent:
     # -- what the CLI says --------------------------------------------------------------
     def _on_message(self, message: Any) -> None:
         running = self._turn
+        if self.background.on_message(message):
+            return
+        if (running is None or running.done.is_set()) and self.own_turns.take(message):
+            return  # the CLI began a turn of its own
+        if isinstance(message, ResultMessage) and message.num_turns == 0 and self._client:
+            # A local command ran (it may have been /model): ask what the CLI runs on now.
+            self._spawn(self.model_meta.ask, self._client, name="claude model")
         if isinstance(message, SystemMessage):
             if message.subtype == "init":
                 self.model = message.data.get("model") or self.model
                 self.custom.init(message.data)
+                self.model_meta.running(self.model)
             elif message.subtype == "compact_boundary" and running is not None and running.live:
                 self._on_compacted(running, message.data.get("compact_metadata") or {})
             elif (
@@ -395,6 +417,17 @@ class ClaudeAgent:
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
+
+    def _command_of(self, call_id: str) -> str | None:
+        """The command line of the Bash call ``call_id`` of the running turn."""
+        call = self._turn.calls.get(call_id) if self._turn is not None else None
+        command = call.input.get("command") if call is not None else None
+        return str(command) if command else None
+
+    def _open_subagent(self, call_id: str) -> None:
+        running = self._turn
+        if running is not None and not running.done.is_set():
+            self._child(running, call_id)
 
     @staticmethod
     def _on_compacted(running: Turn, about: Mapping[str, Any]) -> None:

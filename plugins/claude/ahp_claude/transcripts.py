@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ahp_claude import questions, tools
+from ahp_claude.background import notification_message
 from ahpcore.sessions.contract import Approval, InputAnswer, TranscriptReader
 
 INTERRUPTED = "[Request interrupted by user"
@@ -97,7 +98,8 @@ def rebuild(
         start_id = str(start.get("uuid"))
         report = reader.turn(
             turn_ids.get(start_id, start_id),
-            {"text": text, "origin": {"kind": "user"}},
+            # A turn the CLI began when background work ended reads as it did live.
+            notification_message(start) or {"text": text, "origin": {"kind": "user"}},
             started_at=start.get("timestamp"),
         )
         calls: dict[str, tuple[str, dict[str, Any]]] = {}

@@ -57,14 +57,17 @@ class Reply:
     output_tokens: int = 7
     cache_read: int = 0
     cache_write: int = 0
+    #: Served only to a request whose user words hold this (a subagent running beside
+    #: its parent asks in no fixed order); replies without one are served in order.
+    match: str | None = None
 
     @property
     def stop_reason(self) -> str:
         return "tool_use" if any(isinstance(b, ToolUse) for b in self.blocks) else "end_turn"
 
 
-def reply(*blocks: Block | str, **usage: int) -> Reply:
-    return Reply([Text(b) if isinstance(b, str) else b for b in blocks], **usage)
+def reply(*blocks: Block | str, match: str | None = None, **usage: int) -> Reply:
+    return Reply([Text(b) if isinstance(b, str) else b for b in blocks], match=match, **usage)
 
 
 @dataclass
@@ -141,9 +144,18 @@ class AnthropicServer:
     def main_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.main]
 
-    def _next(self) -> Reply:
+    def _next(self, request: Recorded) -> Reply:
         with self._lock:
-            return self.replies.pop(0) if self.replies else self.default
+            said = request.tail_text()
+            for wanted in (True, False):
+                for index, item in enumerate(self.replies):
+                    if (
+                        (item.match is not None and item.match in said)
+                        if wanted
+                        else not item.match
+                    ):
+                        return self.replies.pop(index)
+            return self.default
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
@@ -173,7 +185,8 @@ class AnthropicServer:
                 main = (
                     path == "/v1/messages" and bool(body.get("stream")) and bool(body.get("tools"))
                 )
-                server.requests.append(Recorded(self.path, body, main))
+                recorded = Recorded(self.path, body, main)
+                server.requests.append(recorded)
                 if path.endswith("/count_tokens"):
                     self._json(200, {"input_tokens": 42})
                 elif path != "/v1/messages":
@@ -182,7 +195,7 @@ class AnthropicServer:
                     error = {"type": "authentication_error", "message": "invalid x-api-key"}
                     self._json(401, {"type": "error", "error": error})
                 elif main:
-                    self._stream(server._next(), body)
+                    self._stream(server._next(recorded), body)
                 else:
                     # Title generation and other side queries: a short, fixed answer.
                     side = reply('{"title": "Scripted title"}', input_tokens=3, output_tokens=3)

@@ -1,0 +1,130 @@
+"""Turns the CLI starts by itself, reported as turns the agent started.
+
+When background work ends (a shell, a subagent) the CLI tells the model with
+a system notification and answers it in a turn nobody asked for. Such a turn
+shows as a message arriving while no turn of the host's runs. Its messages are
+held until the chat gives the turn its go (``SessionReporter.begin_turn``),
+then handed to the agent's usual translation as one turn of its own; its
+message is what the CLI said of the work that ended, with origin
+``systemNotification`` (``agent`` when the CLI named no such work).
+
+A client may start a turn in the moment between: then the CLI takes the
+client's prompt into the turn it started, so what was held goes into the
+client's turn, which ends only once a result names its prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from claude_agent_sdk import AssistantMessage, StreamEvent, SystemMessage
+
+from ahp_claude.background import last_notification
+from ahp_claude.turn_state import Turn
+from ahpcore.sessions.contract import TurnEnded, TurnOrigin
+
+if TYPE_CHECKING:
+    from ahp_claude.agent import ClaudeAgent
+
+log = logging.getLogger(__name__)
+
+
+def begins_turn(message: Any) -> bool:
+    """Whether a message outside any turn is the CLI starting one (not a subagent's word)."""
+    if isinstance(message, SystemMessage):
+        return message.subtype == "init"
+    if isinstance(message, StreamEvent | AssistantMessage):
+        return message.parent_tool_use_id is None
+    return False
+
+
+class OwnTurns:
+    def __init__(self, agent: ClaudeAgent) -> None:
+        self.agent = agent
+        #: Messages of a turn the CLI started that has no go yet (None: no such turn).
+        self._held: list[Any] | None = None
+        self._waiting: anyio.CancelScope | None = None
+
+    def take(self, message: Any) -> bool:
+        """A message no host turn takes: True when it starts, or belongs to, a turn of the CLI's."""
+        report = self.agent.start.report
+        if self._held is not None:
+            self._held.append(message)
+            return True
+        if report is None or self.agent.closed or not begins_turn(message):
+            return False
+        self._held = [message]
+        report.start_soon(self._run)
+        return True
+
+    def host_turn(self, running: Turn, prompt_uuid: str) -> list[Any]:
+        """A client's turn got the chat first: what was held is the start of ``running``."""
+        held, self._held = self._held or [], None
+        if self._waiting is not None:
+            self._waiting.cancel()  # it has not said turnStarted: nothing to take back
+            self._waiting = None
+        if held:
+            # The CLI answers the prompt inside the turn it began: wait for the result naming it.
+            running.steering.add(prompt_uuid)
+        return held
+
+    async def _run(self) -> None:
+        agent = self.agent
+        report = agent.start.report
+        if report is None or self._held is None:
+            return  # a client's turn took what the CLI began before this got going
+        said = agent.background.take_summaries()
+        origin: TurnOrigin = "systemNotification" if said else "agent"
+        try:
+            with anyio.CancelScope() as waiting:
+                self._waiting = waiting
+                async with report.begin_turn({"text": "\n".join(said)}, origin=origin) as turn:
+                    self._waiting = None
+                    await self._follow(Turn(turn), named=bool(said))
+        except TurnEnded:
+            log.debug("the chat closed before the CLI's own turn began")
+            self._held = None
+        finally:
+            if self._waiting is waiting:
+                self._waiting = None
+
+    async def _follow(self, running: Turn, *, named: bool) -> None:
+        """Translate the CLI's turn as the agent translates a host's, to its result."""
+        agent = self.agent
+        agent._turn = running
+        held, self._held = self._held or [], None
+        for message in held:
+            agent._on_message(message)
+        if agent._ended.is_set() and not running.done.is_set():
+            running.error = agent._failure or "Claude Code exited"
+            running.done.set()
+        try:
+            await running.done.wait()
+        except anyio.get_cancelled_exc_class():
+            running.live = False
+            client = agent._client
+            if client is not None:
+                with anyio.CancelScope(shield=True):
+                    await agent._interrupt(client, running)
+            raise
+        if running.error is not None:
+            from ahp_claude.agent import ClaudeTurnFailed  # the agent module imports this one
+
+            raise ClaudeTurnFailed(running.error)
+        if named:
+            await self._name(running)
+
+    async def _name(self, running: Turn) -> None:
+        """Keep the transcript entry the turn began at, so a rebuild names it the same."""
+        agent = self.agent
+        try:
+            path = agent.backend.transcript_path(agent.session_id)
+            entry = await anyio.to_thread.run_sync(last_notification, path) if path else None
+            known = agent.backend.sidecar(agent.session_id)["turns"]
+            if entry is not None and entry not in known:  # never an entry an older turn has
+                running.report.reference(entry)
+                agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
+        except Exception:  # the turn still happened; only its rebuild names it differently
+            log.warning("keeping the entry of the CLI's own turn failed", exc_info=True)

@@ -1,0 +1,147 @@
+"""Background work, the turns the CLI starts by itself, and the model in the session's _meta,
+with the real Claude Code CLI against the scripted API, over a real socket."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic_server import Hold, ToolUse, reply
+from conftest import agent_of, chat_state, confirm, is_action, open_session, start_turn, turn_end
+
+pytestmark = pytest.mark.anyio
+
+
+def sent(client: Any, chat: str, kind: str) -> list[dict[str, Any]]:
+    return [a["action"] for a in client.actions_for(chat) if a["action"]["type"] == kind]
+
+
+async def the_cli_follows_up(client: Any, chat: str) -> dict[str, Any]:
+    """The turn the CLI starts once its background work ended, run to its end."""
+    started = (await client.recv_until(is_action("chat/turnStarted", chat)))["params"]["action"]
+    assert started["message"]["origin"] == {"kind": "systemNotification"}
+    end = await turn_end(client, chat)
+    assert end["turnId"] == started["turnId"] and end["type"] == "chat/turnComplete", end
+    return dict(started["message"])
+
+
+async def test_a_background_shell_is_listed_until_it_ends_and_the_cli_then_follows_up(
+    claude_host, anthropic, workdir: Path
+):
+    gate = workdir / "gate"
+    command = f"for i in $(seq 300); do [ -e {gate} ] && break; sleep 0.1; done; echo waited"
+    bash = {"command": command, "description": "Wait for the gate", "run_in_background": True}
+    anthropic.script(
+        reply(ToolUse("Bash", bash, id="toolu_bg_shell")),
+        reply("Started it."),
+        reply("The wait is over."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "wait in the background", "t1")
+        ready = await client.recv_until(is_action("chat/toolCallReady", chat))
+        if "confirmed" not in ready["params"]["action"]:
+            await confirm(client, chat, "t1", "toolu_bg_shell", True)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        (work,) = (await chat_state(client, chat))["backgroundWork"]
+        assert work["id"].startswith("shell:") and work["kind"] == "shell"
+        assert (work["label"], work["command"]) == ("Wait for the gate", command)
+        gate.touch()
+        said = await the_cli_follows_up(client, chat)
+        assert 'Background command "Wait for the gate" completed' in said["text"]
+        assert len(sent(client, chat, "chat/backgroundWorkSet")) == 1  # said once
+        assert sent(client, chat, "chat/backgroundWorkRemoved") == [
+            {"type": "chat/backgroundWorkRemoved", "id": work["id"]}
+        ]
+        state = await chat_state(client, chat)
+        assert not state.get("backgroundWork")
+        live = state["turns"][-1]
+        assert live["responseParts"][-1]["content"] == "The wait is over."
+        assert live["usage"]["outputTokens"] > 0
+    # Read back from the transcript after a restart, the CLI's turn is the same turn.
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = (await chat_state(client, chat))["turns"][-1]
+        assert (rebuilt["id"], rebuilt["message"]) == (live["id"], live["message"])
+        assert rebuilt["responseParts"] == live["responseParts"]
+
+
+async def test_a_background_subagent_links_its_chat_and_its_end_starts_a_turn(
+    claude_host, anthropic, workdir: Path
+):
+    hold = Hold()  # the subagent answers once its parent's turn is over
+    task = {
+        "description": "Look around",
+        "prompt": "Find the answer",
+        "subagent_type": "general-purpose",
+        "run_in_background": True,
+    }
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_bg_agent")),
+        reply(hold, "The answer is 42.", match="Find the answer"),
+        reply("My helper is on it."),
+        reply("My helper found 42."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        state = await chat_state(client, chat)
+        (work,) = state["backgroundWork"]
+        call = next(
+            p["toolCall"] for p in state["turns"][0]["responseParts"] if p["kind"] == "toolCall"
+        )
+        assert work["kind"] == "subagent" and work["label"] == "Look around"
+        assert work["chat"] == call["_meta"]["subagentChatUri"]
+        await client.request("subscribe", {"channel": work["chat"]})  # the chat exists
+        hold.release.set()
+        said = await the_cli_follows_up(client, chat)
+        assert said["text"] == 'Agent "Look around" finished'
+        state = await chat_state(client, chat)
+        assert not state.get("backgroundWork")
+        assert state["turns"][-1]["responseParts"][-1]["content"] == "My helper found 42."
+
+
+async def test_the_session_meta_names_the_model_the_cli_runs_on(
+    claude_host, anthropic, workdir: Path
+):
+    anthropic.script(reply("Hi"), reply("Hi again"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        first = anthropic.main_requests()[-1].body["model"]
+        assert (await chat_state(client, session))["_meta"]["ahp.model"] == first
+        agent = agent_of(running, chat)
+        # What each alias runs, as this CLI lists it.
+        models = {m["value"]: m["resolvedModel"] for m in agent.model_meta.models}
+        assert models["haiku"] != first != models["sonnet"]
+
+        async def said(model: str) -> None:
+            await client.recv_until(
+                lambda f: (
+                    is_action("session/metaChanged", session)(f)
+                    and f["params"]["action"]["_meta"].get("ahp.model") == model
+                )
+            )
+
+        # The CLI's own switch (a slash command run as a turn) is said before the next turn.
+        await start_turn(client, chat, "/model haiku", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await said(models["haiku"])
+        await start_turn(client, chat, "hi", "t3")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert anthropic.main_requests()[-1].body["model"] == models["haiku"]
+        # A client's pick, through the agent's configure.
+        await agent.configure({"model": "sonnet"})
+        await said(models["sonnet"])
+        assert (await chat_state(client, session))["_meta"]["ahp.model"] == models["sonnet"]
