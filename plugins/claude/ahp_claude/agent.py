@@ -273,6 +273,9 @@ class ClaudeAgent:
             # The CLI learns its MCP tools when it starts: new client tools need a new CLI.
             self.start = replace(self.start, client_tools=tuple(turn.client_tools))
             self.stale = self._started
+        picked = self._picked(turn.message)
+        if picked:
+            await self.configure(picked)
         client = await self._ensure()
         running = Turn(report)
         self._turn = running
@@ -304,6 +307,24 @@ class ClaudeAgent:
                 log.debug("interrupt failed", exc_info=True)
                 return
             await running.done.wait()
+
+    def _picked(self, message: Mapping[str, Any]) -> dict[str, Any]:
+        """What a message's model selection (``Message.model``) changes in the session's config.
+
+        Clients pick the model, and its thinking level from the model's configSchema, with
+        each message; only a change is passed on, so an unchanged pick costs nothing.
+        """
+        selection = message.get("model")
+        if not isinstance(selection, Mapping) or not selection.get("id"):
+            return {}
+        config = self.start.config
+        picked: dict[str, Any] = {}
+        if selection["id"] != config.get("model"):
+            picked["model"] = str(selection["id"])
+        level = (selection.get("config") or {}).get("thinkingLevel")
+        if level in EFFORTS and level != (config.get("thinkingLevel") or config.get("effort")):
+            picked["thinkingLevel"] = level
+        return picked
 
     def _user_message(self, turn: TurnInput) -> dict[str, Any]:
         text = turn.text

@@ -3,12 +3,22 @@ with the real Claude Code CLI against the scripted API, over a real socket."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from anthropic_server import Hold, ToolUse, reply
-from conftest import agent_of, chat_state, confirm, is_action, open_session, start_turn, turn_end
+from conftest import (
+    agent_of,
+    chat_state,
+    confirm,
+    is_action,
+    message,
+    open_session,
+    start_turn,
+    turn_end,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -112,7 +122,7 @@ async def test_a_background_subagent_links_its_chat_and_its_end_starts_a_turn(
 async def test_the_session_meta_names_the_model_the_cli_runs_on(
     claude_host, anthropic, workdir: Path
 ):
-    anthropic.script(reply("Hi"), reply("Hi again"))
+    anthropic.script(reply("Hi"), reply("Hi again"), reply("Hi once more"))
     async with claude_host() as (running, _):
         client = await running.connect("c1")
         await client.initialize()
@@ -141,7 +151,25 @@ async def test_the_session_meta_names_the_model_the_cli_runs_on(
         await start_turn(client, chat, "hi", "t3")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         assert anthropic.main_requests()[-1].body["model"] == models["haiku"]
-        # A client's pick, through the agent's configure.
-        await agent.configure({"model": "sonnet"})
+        # A client's pick travels with its message (Message.model, with the model's config).
+        seq = await client.dispatch(
+            chat,
+            {
+                "type": "chat/turnStarted",
+                "turnId": "t4",
+                "startedAt": "2026-11-30T00:00:00.000Z",
+                "message": {
+                    **message("hi"),
+                    "model": {"id": "sonnet", "config": {"thinkingLevel": "low"}},
+                },
+            },
+        )
+        await client.answer_to(seq)
         await said(models["sonnet"])
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         assert (await chat_state(client, session))["_meta"]["ahp.model"] == models["sonnet"]
+        request = anthropic.main_requests()[-1].body
+        assert request["model"] == models["sonnet"]
+        # The thinking level restarted the CLI at that effort, resuming the same transcript.
+        assert request["output_config"]["effort"] == "low"
+        assert "Hi again" in json.dumps(request["messages"])
