@@ -35,7 +35,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from ahp_claude import client_tools, questions, shell, tools
+from ahp_claude import client_tools, questions, rebuild, shell, tools
 from ahp_claude.turn_state import (
     Call,
     Stream,
@@ -258,6 +258,7 @@ class ClaudeAgent:
         running = Turn(report)
         self._turn = running
         message = self._user_message(turn)
+        running.entry = message["uuid"]
         report.reference(message["uuid"])
         self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
         try:
@@ -381,13 +382,9 @@ class ClaudeAgent:
     def _on_compacted(running: Turn, about: Mapping[str, Any]) -> None:
         if running.done.is_set():
             return
-        trigger = str(about.get("trigger") or "manual")
-        before = about.get("pre_tokens")
-        said = "Conversation compacted" + (f" from {before} tokens" if before else "")
-        meta: dict[str, Any] = {"kind": "compaction", "trigger": trigger}
-        if before is not None:
-            meta["preTokens"] = before
-        running.report.notification(said, meta=meta)
+        rebuild.notice(
+            running.report, str(about.get("trigger") or "manual"), about.get("pre_tokens")
+        )
 
     def _child(self, running: Turn, call_id: str) -> Stream | None:
         """The child chat a subagent's messages go to, opened with its first message."""
@@ -529,6 +526,13 @@ class ClaudeAgent:
                 cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
                 cost=Cost(float(cost)) if cost is not None else None,
             )
+            if running.entry is not None:
+                # What the transcript will not say, for the turn rebuilt from it later.
+                self.backend.record_usage(
+                    self.session_id,
+                    running.entry,
+                    {"model": model, "contextSize": window, "cost": cost},
+                )
         if message.is_error and running.error is None:
             said = message.result or ", ".join(message.errors or ()) or message.subtype
             running.error = SIGN_IN if about_sign_in(said) else f"Claude Code: {said}"

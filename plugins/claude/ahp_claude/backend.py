@@ -210,12 +210,13 @@ class ClaudeBackend:
         return self.state_dir / "sidecar" / f"{session_id}.json"
 
     def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
-        """``{"calls": {call id: decision}, "turns": {entry uuid: turn id}}`` of one session."""
+        """``{"calls": {call id: decision}, "turns": {entry uuid: turn id},
+        "usage": {entry uuid: what a turn's usage said beyond its tokens}}`` of one session."""
         try:
             known = dict(json.loads(self._sidecar_path(session_id).read_text()))
         except (OSError, ValueError):
             known = {}
-        return {"calls": dict(known.get("calls") or {}), "turns": dict(known.get("turns") or {})}
+        return {kind: dict(known.get(kind) or {}) for kind in ("calls", "turns", "usage")}
 
     def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
         path = self._sidecar_path(session_id)
@@ -227,6 +228,12 @@ class ClaudeBackend:
     def record_decision(self, session_id: str, call_id: str, decision: Mapping[str, Any]) -> None:
         """Keep how a person answered a call, so the rebuilt call reads as it did live."""
         self._remember(session_id, "calls", call_id, dict(decision))
+
+    def record_usage(self, session_id: str, entry: str, usage: Mapping[str, Any]) -> None:
+        """Keep what a turn's usage said that its transcript does not (cost, context window)."""
+        self._remember(
+            session_id, "usage", entry, {k: v for k, v in usage.items() if v is not None}
+        )
 
     def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
         """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""
@@ -302,7 +309,9 @@ class ClaudeBackend:
             return False
         entries = transcripts.read_entries(path)
         sidecar = self.sidecar(backend_id)
-        transcripts.rebuild(entries, reader, sidecar["calls"], sidecar["turns"])
+        transcripts.rebuild(
+            entries, reader, sidecar["calls"], sidecar["turns"], path=path, usage=sidecar["usage"]
+        )
         return True
 
     def delete(self, backend_id: str) -> None:

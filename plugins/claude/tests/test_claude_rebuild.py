@@ -1,0 +1,74 @@
+"""A past session reopened after a restart reads as it did live: subagents, compaction, usage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic_server import ToolUse, reply
+from conftest import chat_state, confirm, is_action, open_session, start_turn, turn_end
+
+pytestmark = pytest.mark.anyio
+
+
+def comparable(state: dict[str, Any]) -> dict[str, Any]:
+    """A chat state without what only says when it happened (a rebuild reads the transcript's)."""
+    turns = [
+        {k: v for k, v in t.items() if k not in ("startedAt", "duration")} for t in state["turns"]
+    ]
+    return {"title": state["title"], "origin": state.get("origin"), "turns": turns}
+
+
+async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
+    claude_host, anthropic, workdir: Path
+):
+    task = {
+        "description": "Look around",
+        "prompt": "Find the answer",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_agent_1")),
+        # The subagent runs a command that asks, then answers.
+        reply(
+            ToolUse(
+                "Bash",
+                {"command": "touch made && echo 42", "description": "Say it"},
+                id="toolu_sub_1",
+            )
+        ),
+        reply("The answer is 42."),
+        reply("My helper says 42.", cache_write=20),
+        reply("A summary of it all."),  # what /compact asks the model for
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        request = needed["params"]["action"]["request"]
+        child = request["chat"]
+        assert child != chat and request["toolCall"]["toolCallId"] == "toolu_sub_1"
+        await confirm(client, child, "toolu_agent_1", "toolu_sub_1", approved=True)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "/compact", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = await chat_state(client, chat)
+        live_child = await chat_state(client, child)
+    # Sanity: what is compared below holds what this test is about.
+    [sub_call] = [p["toolCall"] for p in live_child["turns"][0]["responseParts"][:1]]
+    assert (sub_call["status"], sub_call["confirmed"]) == ("completed", "user-action")
+    assert [p["kind"] for p in live["turns"][1]["responseParts"]] == ["systemNotification"]
+
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = await chat_state(client, chat)
+        assert comparable(rebuilt) == comparable(live)
+        call = rebuilt["turns"][0]["responseParts"][0]["toolCall"]
+        assert call["_meta"]["subagentChatUri"] == child
+        assert comparable(await chat_state(client, child)) == comparable(live_child)
