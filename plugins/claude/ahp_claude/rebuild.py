@@ -334,5 +334,7 @@ def rebuild(
         )
         replay = Replay(report, decisions, subagents)
         replay.entries(rest)
-        replay.report_usage(usage.get(start_id))
+        if replay.state != "cancelled":
+            # A cancelled turn stops listening before the CLI counts what it spent.
+            replay.report_usage(usage.get(start_id))
         reader.end_turn(state=replay.state)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic_server import ToolUse, reply
+from anthropic_server import Thinking, ToolUse, reply
 from conftest import chat_state, confirm, is_action, open_session, start_turn, turn_end
 
 pytestmark = pytest.mark.anyio
@@ -72,3 +72,71 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
         call = rebuilt["turns"][0]["responseParts"][0]["toolCall"]
         assert call["_meta"]["subagentChatUri"] == child
         assert comparable(await chat_state(client, child)) == comparable(live_child)
+
+
+ASKED = {
+    "questions": [
+        {
+            "question": "Which color?",
+            "header": "Color",
+            "options": [
+                {"label": "Red", "description": "warm"},
+                {"label": "Blue", "description": ""},
+            ],
+            "multiSelect": False,
+        }
+    ]
+}
+
+
+async def test_reopened_calls_questions_and_commands_read_as_live(
+    claude_host, anthropic, workdir: Path
+):
+    bash = {"command": "touch made", "description": "Make a file"}
+    anthropic.script(
+        reply(Thinking("Careful."), ToolUse("Bash", bash, id="toolu_denied")),
+        reply("Not made."),
+        reply(ToolUse("AskUserQuestion", ASKED, id="toolu_ask")),
+        reply("Blue it is."),
+        reply(ToolUse("Bash", bash, id="toolu_waits")),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+
+        async def needed() -> dict[str, Any]:
+            frame = await client.recv_until(is_action("session/inputNeededSet", session), 30)
+            return dict(frame["params"]["action"]["request"])
+
+        await start_turn(client, chat, "make it", "t1")
+        await needed()
+        await confirm(client, chat, "t1", "toolu_denied", approved=False)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "pick", "t2")
+        request = (await needed())["request"]
+        answer = {"state": "submitted", "value": {"kind": "selected", "value": "Blue"}}
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/inputCompleted",
+                "requestId": request["id"],
+                "response": "accept",
+                "answers": {request["questions"][0]["id"]: answer},
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "/model opus", "t3")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "make it now", "t4")
+        await needed()
+        await client.dispatch(chat, {"type": "chat/turnCancelled", "turnId": "t4", "duration": 0})
+        assert (await turn_end(client, chat))["type"] == "chat/turnCancelled"
+        live = await chat_state(client, chat)
+    assert [t["state"] for t in live["turns"]] == ["complete"] * 3 + ["cancelled"]
+
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        assert comparable(await chat_state(client, chat)) == comparable(live)
