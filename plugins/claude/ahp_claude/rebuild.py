@@ -39,12 +39,18 @@ class Subagents:
     def __init__(self, path: Path | None, entries: Entries) -> None:
         self.folder = path.with_suffix("") / "subagents" if path is not None else None
         self._agent_of: dict[str, str] = {}
-        self._sidechains: dict[str, Entries] = {}
         self._files: dict[str, Path] | None = None
         self._note(entries)
+        #: Sidechains in the main transcript, by agent id (or by their first entry's uuid).
+        self._sidechains: dict[str, Entries] = {}
+        first: dict[str, str] = {}
         for entry in entries:
-            if entry.get("isSidechain") and entry.get("agentId"):
-                self._sidechains.setdefault(str(entry["agentId"]), []).append(entry)
+            if not entry.get("isSidechain"):
+                continue
+            uuid, parent = str(entry.get("uuid")), str(entry.get("parentUuid"))
+            key = entry.get("agentId") or first.get(parent) or uuid
+            first[uuid] = str(key)
+            self._sidechains.setdefault(str(key), []).append(entry)
 
     def _note(self, entries: Entries) -> None:
         """Learn which agent each call ran from the calls' results."""
@@ -72,8 +78,8 @@ class Subagents:
                         )
         return self._files
 
-    def entries(self, call_id: str) -> Entries | None:
-        """What the subagent the call ``call_id`` ran did, or None when nothing is kept."""
+    def entries(self, call_id: str, prompt: Any = None) -> Entries | None:
+        """What the subagent the call ``call_id`` ran (given ``prompt``) did, or None."""
         path = self._by_call().get(call_id)
         agent = self._agent_of.get(call_id)
         if (path is None or not path.is_file()) and agent and self.folder is not None:
@@ -82,7 +88,19 @@ class Subagents:
             found = read_entries(path)
             self._note(found)
             return found
-        return self._sidechains.get(agent or "")
+        found = self._sidechains.pop(agent or "", None)
+        if found is None and prompt:
+            # A sidechain that names no agent begins with the prompt its call gave it.
+            key = next((k for k, e in self._sidechains.items() if _said(e[0]) == prompt), None)
+            found = self._sidechains.pop(key) if key is not None else None
+        return found
+
+
+def _said(entry: Mapping[str, Any]) -> str | None:
+    content = (entry.get("message") or {}).get("content")
+    if isinstance(content, list):
+        content = "".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    return content if isinstance(content, str) else None
 
 
 class Replay:
@@ -175,7 +193,7 @@ class Replay:
 
     def _subagent(self, call_id: str, name: str, tool_input: dict[str, Any]) -> None:
         """A subagent's work, replayed into its child chat while its call runs (as live)."""
-        found = self.subagents.entries(call_id)
+        found = self.subagents.entries(call_id, tool_input.get("prompt"))
         if not found:
             return
         if call_id in self.decisions and self.decisions[call_id].get("approved") is not True:

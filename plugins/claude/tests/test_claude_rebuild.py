@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ def comparable(state: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
-    claude_host, anthropic, workdir: Path
+    claude_host, anthropic, claude_env, workdir: Path
 ):
     task = {
         "description": "Look around",
@@ -63,15 +65,32 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
     assert (sub_call["status"], sub_call["confirmed"]) == ("completed", "user-action")
     assert [p["kind"] for p in live["turns"][1]["responseParts"]] == ["systemNotification"]
 
+    rebuilt, rebuilt_child = await reopen(claude_host, session, chat, child)
+    assert comparable(rebuilt) == comparable(live)
+    assert rebuilt["turns"][0]["responseParts"][0]["toolCall"]["_meta"]["subagentChatUri"] == child
+    assert comparable(rebuilt_child) == comparable(live_child)
+
+    # An older CLI kept a subagent's entries in the main transcript, as a sidechain that
+    # named no agent.
+    [path] = Path(claude_env["CLAUDE_CONFIG_DIR"]).glob("projects/*/*.jsonl")
+    [agent] = path.with_suffix("").glob("subagents/agent-*.jsonl")
+    sidechain = [json.loads(line) for line in agent.read_text().splitlines()]
+    for entry in sidechain:
+        entry.pop("agentId", None)
+    shutil.rmtree(path.with_suffix(""))
+    with path.open("a") as handle:
+        handle.writelines(json.dumps(entry) + "\n" for entry in sidechain)
+    _, rebuilt_child = await reopen(claude_host, session, chat, child)
+    assert comparable(rebuilt_child) == comparable(live_child)
+
+
+async def reopen(claude_host: Any, session: str, *chats: str) -> list[dict[str, Any]]:
+    """The states of ``chats`` as a restarted host rebuilds them."""
     async with claude_host() as (running, _):
-        client = await running.connect("c2")
+        client = await running.connect("again")
         await client.initialize()
         await client.request("subscribe", {"channel": session})
-        rebuilt = await chat_state(client, chat)
-        assert comparable(rebuilt) == comparable(live)
-        call = rebuilt["turns"][0]["responseParts"][0]["toolCall"]
-        assert call["_meta"]["subagentChatUri"] == child
-        assert comparable(await chat_state(client, child)) == comparable(live_child)
+        return [await chat_state(client, chat) for chat in chats]
 
 
 ASKED = {
@@ -135,8 +154,5 @@ async def test_reopened_calls_questions_and_commands_read_as_live(
         live = await chat_state(client, chat)
     assert [t["state"] for t in live["turns"]] == ["complete"] * 3 + ["cancelled"]
 
-    async with claude_host() as (running, _):
-        client = await running.connect("c2")
-        await client.initialize()
-        await client.request("subscribe", {"channel": session})
-        assert comparable(await chat_state(client, chat)) == comparable(live)
+    [rebuilt] = await reopen(claude_host, session, chat)
+    assert comparable(rebuilt) == comparable(live)
