@@ -560,7 +560,7 @@ class ClaudeAgent:
         call = running.calls[call_id]
         call.settled = True
         try:
-            return await call.stream.report.client_tool(
+            result = await call.stream.report.client_tool(
                 call_id,
                 name,
                 tool_input=json.dumps(arguments),
@@ -568,6 +568,12 @@ class ClaudeAgent:
             )
         except TurnEnded:
             return {"success": False, "error": {"message": "the turn ended"}}
+        if result.get("pastTenseMessage"):
+            # The transcript keeps what the tool answered, not how the client said it went.
+            self.backend.record_decision(
+                self.session_id, call_id, {"pastTenseMessage": result["pastTenseMessage"]}
+            )
+        return result
 
     # -- asking ------------------------------------------------------------------------
     async def _can_use_tool(

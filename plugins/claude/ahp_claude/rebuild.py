@@ -85,15 +85,16 @@ class Subagents:
         if (path is None or not path.is_file()) and agent and self.folder is not None:
             path = self.folder / f"agent-{agent}.jsonl"
         if path is not None and path.is_file():
-            found = read_entries(path)
-            self._note(found)
-            return found
-        found = self._sidechains.pop(agent or "", None)
-        if found is None and prompt:
-            # A sidechain that names no agent begins with the prompt its call gave it.
-            key = next((k for k, e in self._sidechains.items() if _said(e[0]) == prompt), None)
-            found = self._sidechains.pop(key) if key is not None else None
-        return found
+            kept = read_entries(path)
+            self._note(kept)
+            return kept
+        if agent and agent in self._sidechains:
+            return self._sidechains.pop(agent)
+        # A sidechain that names no agent begins with the prompt its call gave it.
+        key = next(
+            (k for k, e in self._sidechains.items() if prompt and _said(e[0]) == prompt), None
+        )
+        return self._sidechains.pop(key) if key is not None else None
 
 
 def _said(entry: Mapping[str, Any]) -> str | None:
@@ -213,7 +214,7 @@ class Replay:
         if call_id in self.running:
             return True
         as_json = json.dumps(tool_input)
-        invocation = tools.invocation_message(name, tool_input)
+        invocation = self._invocation(name, tool_input)
         decided = self.decisions.get(call_id)
         if decided is not None and decided.get("asked"):
             approval = (
@@ -239,6 +240,22 @@ class Replay:
         self.running.add(call_id)
         return True
 
+    @staticmethod
+    def _invocation(name: str, tool_input: Mapping[str, Any]) -> str:
+        mcp = tools.mcp_parts(name)
+        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
+            return f"Run `{mcp[1]}`"  # a client's tool: what the live call said
+        return tools.invocation_message(name, tool_input)
+
+    def _past_tense(self, call_id: str, name: str, tool_input: Mapping[str, Any]) -> str:
+        said = (self.decisions.get(call_id) or {}).get("pastTenseMessage")
+        if said:
+            return str(said)  # the client that ran it said so
+        mcp = tools.mcp_parts(name)
+        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
+            return f"Ran `{mcp[1]}`"
+        return tools.past_tense_message(name, tool_input)
+
     def _tool_result(self, block: Mapping[str, Any], result: Any) -> None:
         call_id = str(block.get("tool_use_id"))
         if call_id not in self.calls:
@@ -263,7 +280,7 @@ class Replay:
             report.tool_decided(
                 call_id,
                 tool_input=json.dumps(tool_input),
-                invocation_message=tools.invocation_message(name, tool_input),
+                invocation_message=self._invocation(name, tool_input),
                 approval=Approval(False, reason="denied"),
             )
             return
@@ -272,7 +289,7 @@ class Replay:
         report.tool_complete(
             call_id,
             success=not error,
-            past_tense_message=tools.past_tense_message(name, tool_input),
+            past_tense_message=self._past_tense(call_id, name, tool_input),
             content=content,
             error=(said or "failed") if error else None,
         )

@@ -156,3 +156,31 @@ async def test_reopened_calls_questions_and_commands_read_as_live(
 
     [rebuilt] = await reopen(claude_host, session, chat)
     assert comparable(rebuilt) == comparable(live)
+
+
+async def test_a_reopened_client_tool_call_says_what_the_client_said(
+    claude_host, anthropic, workdir: Path
+):
+    call = ToolUse("mcp__ahp__owner__openFile", {"path": "a.txt"}, id="toolu_client_1")
+    anthropic.script(reply(call), reply("Opened."))
+    async with claude_host() as (running, _):
+        client = await running.connect("owner")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        tool = {"name": "openFile", "description": "Open a file", "inputSchema": schema}
+        active = {"clientId": "owner", "tools": [tool]}
+        await client.dispatch(session, {"type": "session/activeClientSet", "activeClient": active})
+        await client.recv_until(is_action("session/activeClientSet", session))
+        await start_turn(client, chat, "open a.txt", "t1")
+        await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        result = {"success": True, "pastTenseMessage": "Opened a.txt", "content": []}
+        done = {"turnId": "t1", "toolCallId": "toolu_client_1", "result": result}
+        await client.dispatch(chat, {"type": "chat/toolCallComplete", **done})
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = (await chat_state(client, chat))["turns"][0]["responseParts"][0]["toolCall"]
+    [rebuilt] = await reopen(claude_host, session, chat)
+    call_state = rebuilt["turns"][0]["responseParts"][0]["toolCall"]
+    keys = ("toolName", "status", "confirmed", "invocationMessage", "pastTenseMessage")
+    assert {k: call_state[k] for k in keys} == {k: live[k] for k in keys}
+    assert live["pastTenseMessage"] == "Opened a.txt"
