@@ -272,6 +272,7 @@ class ClaudeAgent:
         finally:
             self._first_turn = False
         if running.error is not None:
+            self.backend.record_turn_end(self.session_id, message["uuid"], {"error": running.error})
             raise ClaudeTurnFailed(running.error)
 
     async def _interrupt(self, client: ClaudeSDKClient, running: Turn) -> None:
@@ -528,7 +529,7 @@ class ClaudeAgent:
             )
             if running.entry is not None:
                 # What the transcript will not say, for the turn rebuilt from it later.
-                self.backend.record_usage(
+                self.backend.record_turn_end(
                     self.session_id,
                     running.entry,
                     {"model": model, "contextSize": window, "cost": cost},

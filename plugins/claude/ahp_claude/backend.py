@@ -211,29 +211,34 @@ class ClaudeBackend:
 
     def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
         """``{"calls": {call id: decision}, "turns": {entry uuid: turn id},
-        "usage": {entry uuid: what a turn's usage said beyond its tokens}}`` of one session."""
+        "ended": {entry uuid: how a turn ended, beyond its transcript}}`` of one session."""
         try:
             known = dict(json.loads(self._sidecar_path(session_id).read_text()))
         except (OSError, ValueError):
             known = {}
-        return {kind: dict(known.get(kind) or {}) for kind in ("calls", "turns", "usage")}
+        return {kind: dict(known.get(kind) or {}) for kind in ("calls", "turns", "ended")}
 
     def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
         path = self._sidecar_path(session_id)
         known = self.sidecar(session_id)
         known[kind][key] = value
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(known))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known))
+        except OSError:
+            # A rebuild then reads less than the live turn showed; the turn itself goes on.
+            log.warning("could not keep %s of %s in %s", kind, session_id, path, exc_info=True)
 
     def record_decision(self, session_id: str, call_id: str, decision: Mapping[str, Any]) -> None:
         """Keep how a person answered a call, so the rebuilt call reads as it did live."""
         self._remember(session_id, "calls", call_id, dict(decision))
 
-    def record_usage(self, session_id: str, entry: str, usage: Mapping[str, Any]) -> None:
-        """Keep what a turn's usage said that its transcript does not (cost, context window)."""
-        self._remember(
-            session_id, "usage", entry, {k: v for k, v in usage.items() if v is not None}
-        )
+    def record_turn_end(self, session_id: str, entry: str, facts: Mapping[str, Any]) -> None:
+        """Keep how a turn ended where its transcript does not say: its cost, the model's
+        context window, the error it failed with. ``entry`` is its message's uuid."""
+        known = self.sidecar(session_id)["ended"].get(entry) or {}
+        fresh = {k: v for k, v in facts.items() if v is not None}
+        self._remember(session_id, "ended", entry, {**known, **fresh})
 
     def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
         """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""
@@ -310,7 +315,7 @@ class ClaudeBackend:
         entries = transcripts.read_entries(path)
         sidecar = self.sidecar(backend_id)
         transcripts.rebuild(
-            entries, reader, sidecar["calls"], sidecar["turns"], path=path, usage=sidecar["usage"]
+            entries, reader, sidecar["calls"], sidecar["turns"], path=path, ended=sidecar["ended"]
         )
         return True
 

@@ -294,10 +294,9 @@ class Replay:
             error=(said or "failed") if error else None,
         )
 
-    def report_usage(self, known: Mapping[str, Any] | None) -> None:
+    def report_usage(self, known: Mapping[str, Any]) -> None:
         """The turn's tokens as the live turn reported them at its end."""
-        known = known or {}
-        if not self.usage and not known:
+        if not self.usage and not known.get("model"):
             return
         spent = list(self.usage.values())
 
@@ -347,18 +346,19 @@ def rebuild(
     turn_ids: Mapping[str, str] | None = None,
     *,
     path: Path | None = None,
-    usage: Mapping[str, Mapping[str, Any]] | None = None,
+    ended: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Every turn of a transcript through ``reader``.
 
     ``decisions`` says which calls asked and what the answer was, ``turn_ids``
-    names the turns whose id was not their transcript uuid, ``usage`` holds what
-    a live turn's usage said that the transcript does not (by the turn's entry
-    uuid), and ``path`` is where the transcript is, so its subagents are found.
+    names the turns whose id was not their transcript uuid, ``ended`` holds how
+    a live turn ended where the transcript does not say (its cost, the model's
+    context window, an error; by the turn's entry uuid), and ``path`` is where the
+    transcript is, so its subagents are found.
     """
     decisions = decisions or {}
     turn_ids = turn_ids or {}
-    usage = usage or {}
+    ended = ended or {}
     subagents = Subagents(path, entries)
     for start, rest in turns(entries):
         start_id = str(start.get("uuid"))
@@ -369,7 +369,14 @@ def rebuild(
         )
         replay = Replay(report, decisions, subagents)
         replay.entries(rest)
+        known = ended.get(start_id) or {}
+        if known.get("error"):
+            # The CLI failed (or died) mid-turn: the transcript just stops.
+            if known.get("model"):
+                replay.report_usage(known)  # it failed after saying what it spent
+            reader.end_turn(state="error", error=str(known["error"]))
+            continue
         if replay.state != "cancelled":
             # A cancelled turn stops listening before the CLI counts what it spent.
-            replay.report_usage(usage.get(start_id))
+            replay.report_usage(known)
         reader.end_turn(state=replay.state)  # type: ignore[arg-type]

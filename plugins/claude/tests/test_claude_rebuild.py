@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 from anthropic_server import Thinking, ToolUse, reply
-from conftest import chat_state, confirm, is_action, open_session, start_turn, turn_end
+from conftest import (
+    chat_state,
+    confirm,
+    is_action,
+    open_session,
+    start_turn,
+    turn_end,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -184,3 +191,20 @@ async def test_a_reopened_client_tool_call_says_what_the_client_said(
     keys = ("toolName", "status", "confirmed", "invocationMessage", "pastTenseMessage")
     assert {k: call_state[k] for k in keys} == {k: live[k] for k in keys}
     assert live["pastTenseMessage"] == "Opened a.txt"
+
+
+async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, workdir: Path):
+    anthropic.unauthorized = True
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/error"
+        live = await chat_state(client, chat)
+    [rebuilt] = await reopen(claude_host, session, chat)
+    # A rebuilt error cannot name the exception the live turn failed with; the rest agrees.
+    for state in (live, rebuilt):
+        state["turns"][0]["responseParts"][0]["error"].pop("errorType")
+    assert comparable(rebuilt) == comparable(live)
+    assert "claude login" in rebuilt["turns"][0]["responseParts"][0]["error"]["message"]
