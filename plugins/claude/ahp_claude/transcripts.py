@@ -1,9 +1,9 @@
 """The CLI's own transcripts (``<config dir>/projects/<project>/<session id>.jsonl``), read directly.
 
-A turn starts at a user entry that carries the person's words (not a tool result,
-not a command the harness wrote for itself); everything up to the next one is what
-the agent did. Turns are rebuilt through the host's reporter, the same one live
-turns use.
+A turn starts at a user entry that carries the person's words or a slash command
+they sent (not a tool result, not what the harness wrote for itself); everything up
+to the next one is what the agent did. ``ahp_claude.rebuild`` replays the turns
+through the host's reporter, the same one live turns use.
 """
 
 from __future__ import annotations
