@@ -35,7 +35,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from ahp_claude import client_tools, questions, shell, tools
+from ahp_claude import client_tools, questions, rebuild, shell, tools
 from ahp_claude.background import BackgroundTasks
 from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
@@ -280,6 +280,7 @@ class ClaudeAgent:
         running = Turn(report)
         self._turn = running
         message = self._user_message(turn)
+        running.entry = message["uuid"]
         self.background.take_summaries()  # what ended is this turn's to hear, not a turn's text
         for held in self.own_turns.host_turn(running, message["uuid"]):
             self._on_message(held)
@@ -296,6 +297,7 @@ class ClaudeAgent:
         finally:
             self._first_turn = False
         if running.error is not None:
+            self.backend.record_turn_end(self.session_id, message["uuid"], {"error": running.error})
             raise ClaudeTurnFailed(running.error)
 
     async def _interrupt(self, client: ClaudeSDKClient, running: Turn) -> None:
@@ -454,13 +456,9 @@ class ClaudeAgent:
     def _on_compacted(running: Turn, about: Mapping[str, Any]) -> None:
         if running.done.is_set():
             return
-        trigger = str(about.get("trigger") or "manual")
-        before = about.get("pre_tokens")
-        said = "Conversation compacted" + (f" from {before} tokens" if before else "")
-        meta: dict[str, Any] = {"kind": "compaction", "trigger": trigger}
-        if before is not None:
-            meta["preTokens"] = before
-        running.report.notification(said, meta=meta)
+        rebuild.notice(
+            running.report, str(about.get("trigger") or "manual"), about.get("pre_tokens")
+        )
 
     def _child(self, running: Turn, call_id: str) -> Stream | None:
         """The child chat a subagent's messages go to, opened with its first message."""
@@ -602,6 +600,13 @@ class ClaudeAgent:
                 cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
                 cost=Cost(float(cost)) if cost is not None else None,
             )
+            if running.entry is not None:
+                # What the transcript will not say, for the turn rebuilt from it later.
+                self.backend.record_turn_end(
+                    self.session_id,
+                    running.entry,
+                    {"model": model, "contextSize": window, "cost": cost},
+                )
         if message.is_error and running.error is None:
             said = message.result or ", ".join(message.errors or ()) or message.subtype
             running.error = SIGN_IN if about_sign_in(said) else f"Claude Code: {said}"
@@ -629,7 +634,7 @@ class ClaudeAgent:
         call = running.calls[call_id]
         call.settled = True
         try:
-            return await call.stream.report.client_tool(
+            result = await call.stream.report.client_tool(
                 call_id,
                 name,
                 tool_input=json.dumps(arguments),
@@ -637,6 +642,12 @@ class ClaudeAgent:
             )
         except TurnEnded:
             return {"success": False, "error": {"message": "the turn ended"}}
+        if result.get("pastTenseMessage"):
+            # The transcript keeps what the tool answered, not how the client said it went.
+            self.backend.record_decision(
+                self.session_id, call_id, {"pastTenseMessage": result["pastTenseMessage"]}
+            )
+        return result
 
     # -- asking ------------------------------------------------------------------------
     async def _can_use_tool(

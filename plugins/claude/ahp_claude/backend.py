@@ -216,23 +216,35 @@ class ClaudeBackend:
         return self.state_dir / "sidecar" / f"{session_id}.json"
 
     def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
-        """``{"calls": {call id: decision}, "turns": {entry uuid: turn id}}`` of one session."""
+        """``{"calls": {call id: decision}, "turns": {entry uuid: turn id},
+        "ended": {entry uuid: how a turn ended, beyond its transcript}}`` of one session."""
         try:
             known = dict(json.loads(self._sidecar_path(session_id).read_text()))
         except (OSError, ValueError):
             known = {}
-        return {"calls": dict(known.get("calls") or {}), "turns": dict(known.get("turns") or {})}
+        return {kind: dict(known.get(kind) or {}) for kind in ("calls", "turns", "ended")}
 
     def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
         path = self._sidecar_path(session_id)
         known = self.sidecar(session_id)
         known[kind][key] = value
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(known))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(known))
+        except OSError:
+            # A rebuild then reads less than the live turn showed; the turn itself goes on.
+            log.warning("could not keep %s of %s in %s", kind, session_id, path, exc_info=True)
 
     def record_decision(self, session_id: str, call_id: str, decision: Mapping[str, Any]) -> None:
         """Keep how a person answered a call, so the rebuilt call reads as it did live."""
         self._remember(session_id, "calls", call_id, dict(decision))
+
+    def record_turn_end(self, session_id: str, entry: str, facts: Mapping[str, Any]) -> None:
+        """Keep how a turn ended where its transcript does not say: its cost, the model's
+        context window, the error it failed with. ``entry`` is its message's uuid."""
+        known = self.sidecar(session_id)["ended"].get(entry) or {}
+        fresh = {k: v for k, v in facts.items() if v is not None}
+        self._remember(session_id, "ended", entry, {**known, **fresh})
 
     def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
         """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""
@@ -308,7 +320,9 @@ class ClaudeBackend:
             return False
         entries = transcripts.read_entries(path)
         sidecar = self.sidecar(backend_id)
-        transcripts.rebuild(entries, reader, sidecar["calls"], sidecar["turns"])
+        transcripts.rebuild(
+            entries, reader, sidecar["calls"], sidecar["turns"], path=path, ended=sidecar["ended"]
+        )
         return True
 
     def delete(self, backend_id: str) -> None:

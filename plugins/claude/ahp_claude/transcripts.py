@@ -1,24 +1,22 @@
 """The CLI's own transcripts (``<config dir>/projects/<project>/<session id>.jsonl``), read directly.
 
-A turn starts at a user entry that carries the person's words (not a tool result,
-not a command the harness wrote for itself); everything up to the next one is what
-the agent did. Turns are rebuilt through the host's reporter, the same one live
-turns use.
+A turn starts at a user entry that carries the person's words or a slash command
+they sent (not a tool result, not what the harness wrote for itself); everything up
+to the next one is what the agent did. ``ahp_claude.rebuild`` replays the turns
+through the host's reporter, the same one live turns use.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ahp_claude import questions, tools
-from ahp_claude.background import notification_message
-from ahpcore.sessions.contract import Approval, InputAnswer, TranscriptReader
+from ahpcore.sessions.contract import TranscriptReader
 
 INTERRUPTED = "[Request interrupted by user"
-DENIED = ("denied this tool call", "doesn't want to proceed", "user rejected")
 
 
 def find(config_dir: Path, session_id: str) -> Path | None:
@@ -43,10 +41,16 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
+_COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
+_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+
+
 def prompt_text(entry: Mapping[str, Any]) -> str | None:
     """The person's words if ``entry`` starts a turn, else None."""
     if entry.get("type") != "user" or entry.get("isSidechain") or entry.get("isMeta"):
         return None
+    if entry.get("isCompactSummary") or entry.get("isVisibleInTranscriptOnly"):
+        return None  # the summary a compaction left for the model, not anybody's words
     message = entry.get("message") or {}
     content = message.get("content")
     if isinstance(content, str):
@@ -62,21 +66,61 @@ def prompt_text(entry: Mapping[str, Any]) -> str | None:
     else:
         return None
     stripped = text.lstrip()
-    # What the harness writes for itself (a /model switch, command output) is no turn.
+    if stripped.startswith("<command-name>"):
+        return _command(entry, stripped)
+    # What the harness writes for itself (command output, an interruption) is no turn.
     if stripped.startswith(("<command-", "<local-command", INTERRUPTED)):
         return None
     return text
 
 
+def _command(entry: Mapping[str, Any], text: str) -> str | None:
+    """A slash command somebody sent, as they typed it.
+
+    ``set_model`` writes a ``/model`` command of its own; a command a person sent
+    carries the turn attribution the CLI gives every prompt.
+    """
+    name = _COMMAND.search(text)
+    if name is None:
+        return None
+    command = name.group(1).strip()
+    if command == "/model" and not entry.get("turnAttributionKey"):
+        return None
+    args = _ARGS.search(text)
+    said = args.group(1).strip() if args else ""
+    return f"{command} {said}" if said else command
+
+
+def _boundary(entry: Mapping[str, Any]) -> bool:
+    return entry.get("type") == "system" and entry.get("subtype") == "compact_boundary"
+
+
 def turns(
     entries: Iterable[Mapping[str, Any]],
 ) -> list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
+    """Each turn's first entry and what followed it in the main conversation.
+
+    A compaction a ``/compact`` turn asked for is written before that turn's own
+    entry: a boundary goes to the turn whose entries come next.
+    """
     found: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = []
+    waiting: list[Mapping[str, Any]] = []
     for entry in entries:
+        if entry.get("isSidechain"):
+            continue
         if prompt_text(entry) is not None:
-            found.append((entry, []))
-        elif found and entry.get("type") in ("assistant", "user") and not entry.get("isSidechain"):
+            found.append((entry, waiting))
+            waiting = []
+        elif _boundary(entry):
+            waiting.append(entry)
+        elif found and entry.get("type") in ("assistant", "user", "system"):
+            if entry.get("isMeta") or entry.get("isCompactSummary"):
+                continue
+            found[-1][1].extend(waiting)
+            waiting = []
             found[-1][1].append(entry)
+    if found:
+        found[-1][1].extend(waiting)
     return found
 
 
@@ -85,153 +129,12 @@ def rebuild(
     reader: TranscriptReader,
     decisions: Mapping[str, Mapping[str, Any]] | None = None,
     turn_ids: Mapping[str, str] | None = None,
+    **more: Any,
 ) -> None:
-    """Every turn of a transcript through ``reader``.
+    """Every turn of a transcript through ``reader`` (see ``ahp_claude.rebuild``)."""
+    from ahp_claude.rebuild import rebuild as replay
 
-    ``decisions`` says which calls asked and what the answer was; ``turn_ids`` names
-    the turns whose id was not their transcript uuid.
-    """
-    decisions = decisions or {}
-    turn_ids = turn_ids or {}
-    for start, rest in turns(entries):
-        text = prompt_text(start) or ""
-        start_id = str(start.get("uuid"))
-        report = reader.turn(
-            turn_ids.get(start_id, start_id),
-            # A turn the CLI began when background work ended reads as it did live.
-            notification_message(start) or {"text": text, "origin": {"kind": "user"}},
-            started_at=start.get("timestamp"),
-        )
-        calls: dict[str, tuple[str, dict[str, Any]]] = {}
-        usage: dict[str, Mapping[str, Any]] = {}
-        model: str | None = None
-        state = "complete"
-        for entry in rest:
-            message = entry.get("message") or {}
-            content = message.get("content")
-            if entry.get("type") == "assistant":
-                model = message.get("model") or model
-                if message.get("id") and message.get("usage"):
-                    usage[message["id"]] = message["usage"]
-                for block in content if isinstance(content, list) else ():
-                    _assistant_block(report, block, calls)
-            elif isinstance(content, list):
-                for block in content:
-                    if isinstance(block, dict) and block.get("type") == "tool_result":
-                        _tool_result(report, block, calls, entry.get("toolUseResult"), decisions)
-                    elif isinstance(block, dict) and str(block.get("text", "")).startswith(
-                        INTERRUPTED
-                    ):
-                        state = "cancelled"
-            elif isinstance(content, str) and content.startswith(INTERRUPTED):
-                state = "cancelled"
-        if usage:
-            # The latest call's prompt and answer: what the context held when the turn ended.
-            last = list(usage.values())[-1]
-            context = sum(
-                int(last.get(key) or 0)
-                for key in (
-                    "input_tokens",
-                    "cache_read_input_tokens",
-                    "cache_creation_input_tokens",
-                    "output_tokens",
-                )
-            )
-            report.usage(
-                context_used=context,
-                input_tokens=sum(int(u.get("input_tokens") or 0) for u in usage.values()),
-                output_tokens=sum(int(u.get("output_tokens") or 0) for u in usage.values()),
-                model=model,
-                cache_read_tokens=sum(
-                    int(u.get("cache_read_input_tokens") or 0) for u in usage.values()
-                ),
-            )
-        reader.end_turn(state=state)  # type: ignore[arg-type]
-
-
-def _assistant_block(report: Any, block: Any, calls: dict[str, tuple[str, dict[str, Any]]]) -> None:
-    if not isinstance(block, dict):
-        return
-    kind = block.get("type")
-    if kind == "text":
-        report.text(str(block.get("text", "")))
-    elif kind == "thinking":
-        report.reasoning(str(block.get("thinking", "")))
-    elif kind == "tool_use":
-        call_id, name = str(block.get("id")), str(block.get("name"))
-        tool_input = dict(block.get("input") or {})
-        calls[call_id] = (name, tool_input)
-        if name == "AskUserQuestion":
-            return
-        mcp = tools.mcp_parts(name)
-        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
-            report.tool_start(call_id, mcp[1])
-        else:
-            report.tool_start(
-                call_id, name, meta=tools.tool_meta(name), mcp_server=mcp[0] if mcp else None
-            )
-        report.tool_input(call_id, json.dumps(tool_input))
-
-
-def _tool_result(
-    report: Any,
-    block: Mapping[str, Any],
-    calls: dict[str, tuple[str, dict[str, Any]]],
-    result: Any,
-    decisions: Mapping[str, Mapping[str, Any]],
-) -> None:
-    call_id = str(block.get("tool_use_id"))
-    if call_id not in calls:
-        return
-    name, tool_input = calls.pop(call_id)
-    content = tools.result_content(block.get("content"))
-    said = " ".join(c["text"] for c in content)
-    if name == "AskUserQuestion":
-        asked = questions.to_protocol(tool_input)
-        recorded = result.get("answers") if isinstance(result, Mapping) else None
-        answers = questions.answers_from_tool(asked, recorded or {})
-        report.asked(asked, InputAnswer("accept" if answers else "decline", answers))
-        return
-    invocation = tools.invocation_message(name, tool_input)
-    as_json = json.dumps(tool_input)
-    decided = decisions.get(call_id)
-    if decided is not None and decided.get("asked"):
-        approval = (
-            Approval(
-                bool(decided.get("approved")),
-                edited_input=decided.get("edited"),
-                reason=decided.get("reason"),
-            )
-            if "approved" in decided
-            else None
-        )
-        report.tool_decided(
-            call_id,
-            tool_input=as_json,
-            invocation_message=invocation,
-            approval=approval,
-            title=decided.get("title"),
-        )
-        if approval is None or not approval.approved:
-            return
-    elif block.get("is_error") and any(word in said for word in DENIED):
-        report.tool_decided(
-            call_id,
-            tool_input=as_json,
-            invocation_message=invocation,
-            approval=Approval(False, reason="denied"),
-        )
-        return
-    else:
-        report.tool_running(call_id, tool_input=as_json, invocation_message=invocation)
-    error = bool(block.get("is_error"))
-    report.tool_complete(
-        call_id,
-        success=not error,
-        past_tense_message=tools.past_tense_message(name, tool_input),
-        content=content,
-        error=(said or "failed") if error else None,
-    )
+    replay(entries, reader, decisions, turn_ids, **more)
 
 
 def _turn_span(entries: list[dict[str, Any]], *ids: str) -> tuple[int, int] | None:

@@ -47,6 +47,8 @@ class Turn:
     #: Tokens in the context after the main agent's latest model call (its prompt and answer).
     context_used: int | None = None
     context_prompt: int = 0
+    #: The transcript uuid of the message that began the turn.
+    entry: str | None = None
 
     def __post_init__(self) -> None:
         self.main = Stream(self.report)

@@ -1,0 +1,210 @@
+"""A past session reopened after a restart reads as it did live: subagents, compaction, usage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from anthropic_server import Thinking, ToolUse, reply
+from conftest import (
+    chat_state,
+    confirm,
+    is_action,
+    open_session,
+    start_turn,
+    turn_end,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def comparable(state: dict[str, Any]) -> dict[str, Any]:
+    """A chat state without what only says when it happened (a rebuild reads the transcript's)."""
+    turns = [
+        {k: v for k, v in t.items() if k not in ("startedAt", "duration")} for t in state["turns"]
+    ]
+    return {"title": state["title"], "origin": state.get("origin"), "turns": turns}
+
+
+async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
+    claude_host, anthropic, claude_env, workdir: Path
+):
+    task = {
+        "description": "Look around",
+        "prompt": "Find the answer",
+        "subagent_type": "general-purpose",
+        "run_in_background": False,
+    }
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_agent_1")),
+        # The subagent runs a command that asks, then answers.
+        reply(
+            ToolUse(
+                "Bash",
+                {"command": "touch made && echo 42", "description": "Say it"},
+                id="toolu_sub_1",
+            )
+        ),
+        reply("The answer is 42."),
+        reply("My helper says 42.", cache_write=20),
+        reply("A summary of it all."),  # what /compact asks the model for
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        request = needed["params"]["action"]["request"]
+        child = request["chat"]
+        assert child != chat and request["toolCall"]["toolCallId"] == "toolu_sub_1"
+        await confirm(client, child, "toolu_agent_1", "toolu_sub_1", approved=True)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "/compact", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = await chat_state(client, chat)
+        live_child = await chat_state(client, child)
+    # Sanity: what is compared below holds what this test is about.
+    [sub_call] = [p["toolCall"] for p in live_child["turns"][0]["responseParts"][:1]]
+    assert (sub_call["status"], sub_call["confirmed"]) == ("completed", "user-action")
+    assert [p["kind"] for p in live["turns"][1]["responseParts"]] == ["systemNotification"]
+
+    rebuilt, rebuilt_child = await reopen(claude_host, session, chat, child)
+    assert comparable(rebuilt) == comparable(live)
+    assert rebuilt["turns"][0]["responseParts"][0]["toolCall"]["_meta"]["subagentChatUri"] == child
+    assert comparable(rebuilt_child) == comparable(live_child)
+
+    # An older CLI kept a subagent's entries in the main transcript, as a sidechain that
+    # named no agent.
+    [path] = Path(claude_env["CLAUDE_CONFIG_DIR"]).glob("projects/*/*.jsonl")
+    [agent] = path.with_suffix("").glob("subagents/agent-*.jsonl")
+    sidechain = [json.loads(line) for line in agent.read_text().splitlines()]
+    for entry in sidechain:
+        entry.pop("agentId", None)
+    shutil.rmtree(path.with_suffix(""))
+    with path.open("a") as handle:
+        handle.writelines(json.dumps(entry) + "\n" for entry in sidechain)
+    _, rebuilt_child = await reopen(claude_host, session, chat, child)
+    assert comparable(rebuilt_child) == comparable(live_child)
+
+
+async def reopen(claude_host: Any, session: str, *chats: str) -> list[dict[str, Any]]:
+    """The states of ``chats`` as a restarted host rebuilds them."""
+    async with claude_host() as (running, _):
+        client = await running.connect("again")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        return [await chat_state(client, chat) for chat in chats]
+
+
+ASKED = {
+    "questions": [
+        {
+            "question": "Which color?",
+            "header": "Color",
+            "options": [
+                {"label": "Red", "description": "warm"},
+                {"label": "Blue", "description": ""},
+            ],
+            "multiSelect": False,
+        }
+    ]
+}
+
+
+async def test_reopened_calls_questions_and_commands_read_as_live(
+    claude_host, anthropic, workdir: Path
+):
+    bash = {"command": "touch made", "description": "Make a file"}
+    anthropic.script(
+        reply(Thinking("Careful."), ToolUse("Bash", bash, id="toolu_denied")),
+        reply("Not made."),
+        reply(ToolUse("AskUserQuestion", ASKED, id="toolu_ask")),
+        reply("Blue it is."),
+        reply(ToolUse("Bash", bash, id="toolu_waits")),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+
+        async def needed() -> dict[str, Any]:
+            frame = await client.recv_until(is_action("session/inputNeededSet", session), 30)
+            return dict(frame["params"]["action"]["request"])
+
+        await start_turn(client, chat, "make it", "t1")
+        await needed()
+        await confirm(client, chat, "t1", "toolu_denied", approved=False)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "pick", "t2")
+        request = (await needed())["request"]
+        answer = {"state": "submitted", "value": {"kind": "selected", "value": "Blue"}}
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/inputCompleted",
+                "requestId": request["id"],
+                "response": "accept",
+                "answers": {request["questions"][0]["id"]: answer},
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "/model opus", "t3")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "make it now", "t4")
+        await needed()
+        await client.dispatch(chat, {"type": "chat/turnCancelled", "turnId": "t4", "duration": 0})
+        assert (await turn_end(client, chat))["type"] == "chat/turnCancelled"
+        live = await chat_state(client, chat)
+    assert [t["state"] for t in live["turns"]] == ["complete"] * 3 + ["cancelled"]
+
+    [rebuilt] = await reopen(claude_host, session, chat)
+    assert comparable(rebuilt) == comparable(live)
+
+
+async def test_a_reopened_client_tool_call_says_what_the_client_said(
+    claude_host, anthropic, workdir: Path
+):
+    call = ToolUse("mcp__ahp__owner__openFile", {"path": "a.txt"}, id="toolu_client_1")
+    anthropic.script(reply(call), reply("Opened."))
+    async with claude_host() as (running, _):
+        client = await running.connect("owner")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+        tool = {"name": "openFile", "description": "Open a file", "inputSchema": schema}
+        active = {"clientId": "owner", "tools": [tool]}
+        await client.dispatch(session, {"type": "session/activeClientSet", "activeClient": active})
+        await client.recv_until(is_action("session/activeClientSet", session))
+        await start_turn(client, chat, "open a.txt", "t1")
+        await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
+        result = {"success": True, "pastTenseMessage": "Opened a.txt", "content": []}
+        done = {"turnId": "t1", "toolCallId": "toolu_client_1", "result": result}
+        await client.dispatch(chat, {"type": "chat/toolCallComplete", **done})
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = (await chat_state(client, chat))["turns"][0]["responseParts"][0]["toolCall"]
+    [rebuilt] = await reopen(claude_host, session, chat)
+    call_state = rebuilt["turns"][0]["responseParts"][0]["toolCall"]
+    keys = ("toolName", "status", "confirmed", "invocationMessage", "pastTenseMessage")
+    assert {k: call_state[k] for k in keys} == {k: live[k] for k in keys}
+    assert live["pastTenseMessage"] == "Opened a.txt"
+
+
+async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, workdir: Path):
+    anthropic.unauthorized = True
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/error"
+        live = await chat_state(client, chat)
+    [rebuilt] = await reopen(claude_host, session, chat)
+    # A rebuilt error cannot name the exception the live turn failed with; the rest agrees.
+    for state in (live, rebuilt):
+        state["turns"][0]["responseParts"][0]["error"].pop("errorType")
+    assert comparable(rebuilt) == comparable(live)
+    assert "claude login" in rebuilt["turns"][0]["responseParts"][0]["error"]["message"]
