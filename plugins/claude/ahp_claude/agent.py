@@ -114,6 +114,11 @@ class ClaudeAgent:
         self._turn: Turn | None = None
         self._one_turn = anyio.Lock()
         self._started = False
+        #: The CLI's running cost total when the last turn ended: it reports a session's
+        #: total (carried across resumes), and a turn's usage is that turn's share.
+        self._cost_total = backend.cost_total(
+            self.session_id, *((start.fork_from[0],) if start.fork_from else ())
+        )
         self._first_turn = True
         self.model: str | None = None
         self.stderr: list[str] = []
@@ -582,10 +587,17 @@ class ClaudeAgent:
             error=(content[0]["text"] if content else "failed") if error else None,
         )
 
+    def _turn_cost(self, total: float | None) -> float | None:
+        if total is None:
+            return None
+        before, self._cost_total = self._cost_total, float(total)
+        # A total below the last one means the CLI counted anew (a fork that did not carry it).
+        return round(total - before, 10) if total >= before else float(total)
+
     def _on_result(self, running: Turn, message: ResultMessage) -> None:
         usage = message.usage or {}
         if running.live and usage:
-            cost = message.total_cost_usd
+            cost = self._turn_cost(message.total_cost_usd)
             models = message.model_usage or {}
             model = self.model if self.model in models else next(iter(models), self.model)
             entry = models.get(model) if model else None
@@ -605,7 +617,12 @@ class ClaudeAgent:
                 self.backend.record_turn_end(
                     self.session_id,
                     running.entry,
-                    {"model": model, "contextSize": window, "cost": cost},
+                    {
+                        "model": model,
+                        "contextSize": window,
+                        "cost": cost,
+                        "costTotal": message.total_cost_usd,
+                    },
                 )
         if message.is_error and running.error is None:
             said = message.result or ", ".join(message.errors or ()) or message.subtype

@@ -246,6 +246,16 @@ class ClaudeBackend:
         fresh = {k: v for k, v in facts.items() if v is not None}
         self._remember(session_id, "ended", entry, {**known, **fresh})
 
+    def cost_total(self, *session_ids: str) -> float:
+        """The highest running cost total the CLI reported for these sessions (0 if none)."""
+        totals = [
+            float(facts["costTotal"])
+            for session_id in session_ids
+            for facts in self.sidecar(session_id)["ended"].values()
+            if isinstance(facts, Mapping) and isinstance(facts.get("costTotal"), int | float)
+        ]
+        return max(totals, default=0.0)
+
     def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
         """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""
         self.references[(session_id, turn_id)] = entry

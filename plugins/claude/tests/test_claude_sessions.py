@@ -119,3 +119,31 @@ async def test_a_fork_continues_from_the_named_turn(claude_host, anthropic, work
         assert "Alpha answer" in sent and "delta" in sent and "beta" not in sent
         state = await chat_state(client, fork)
         assert [t["id"] for t in state["turns"]] == ["t1", "f1"]
+
+
+async def test_each_turn_costs_its_own_share_across_a_restart(claude_host, anthropic, workdir):
+    # The CLI reports the session's running total, carried across a resume.
+    anthropic.script(reply("a"), reply("b"), reply("c"))
+
+    def costs(state: dict[str, Any]) -> list[float]:
+        return [t["usage"]["_meta"]["ahp.cost"]["amount"] for t in state["turns"]]
+
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        for turn in ("t1", "t2"):
+            await start_turn(client, chat, "hi", turn)
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = costs(await chat_state(client, chat))
+    assert live[0] > 0 and live == pytest.approx([live[0]] * 2)
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        await client.request("subscribe", {"channel": chat})
+        # Rebuilt turns keep their own shares; the resumed CLI's next turn adds its own.
+        assert costs(await chat_state(client, chat)) == pytest.approx(live)
+        await start_turn(client, chat, "hi", "t3")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert costs(await chat_state(client, chat)) == pytest.approx([live[0]] * 3)
