@@ -264,9 +264,10 @@ class SessionManager:
         limit = page_limit(params.get("limit"))
         listing = [b for b in self.backends.values() if b.abilities.list_sessions]
         for backend in listing:
-            if not self.index.known(backend.provider):
+            provider = backend.provider
+            if not self.index.known(provider) and not await self.index.kept(provider):
                 await self.index.refresh(backend)
-            elif self.index.stale(backend.provider):
+            elif self.index.stale(provider):
                 self.registry.spawn(self.index.refresh, backend, name="refreshing the catalogue")
         for session in list(self.sessions.values()):
             if session.id not in self._indexed_ids:

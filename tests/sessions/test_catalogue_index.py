@@ -3,6 +3,7 @@ catalogue kept off the event loop, and one session looked up rather than listed.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
+from ahpcore.rpc.framing import dumps_answer_in_slices
 from ahpcore.sessions.contract import (
     Abilities,
     CataloguePage,
@@ -121,6 +123,9 @@ async def test_ten_thousand_sessions_page_from_the_index(tmp_path: Path) -> None
             if cursor is None:
                 break
         assert seen == [f"many:/{r.session_id}" for r in backend.rows]
+        # All of them in one answer: encoded in slices off the event loop, the same rows.
+        everything = await client.request("listSessions", {})
+        assert [item["resource"] for item in everything["items"]] == seen
         frame = await client.request_frame("listSessions", {"limit": 5, "cursor": "0.forged"})
         assert "not issued by this host" in frame["error"]["message"]
 
@@ -158,3 +163,11 @@ async def test_reopening_one_session_looks_it_up_instead_of_listing(tmp_path: Pa
         assert backend.lookups == ["s00007"] and backend.pages_asked == 0
         frame = await client.request_frame("subscribe", {"channel": "many:/nope"})
         assert "error" in frame
+
+
+def test_an_answer_encoded_in_slices_is_the_answer() -> None:
+    items = [{"resource": f"many:/s{n}", "title": 'é"\n' * (n % 3)} for n in range(1001)]
+    for result in ({"nextCursor": "c", "items": items}, {"items": items[:1]}, {"items": []}):
+        text, weight = dumps_answer_in_slices(7, result)
+        assert json.loads(text) == {"jsonrpc": "2.0", "id": 7, "result": result}
+        assert weight == len(text.encode("utf-8"))

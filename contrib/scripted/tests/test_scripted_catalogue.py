@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scripted_harness import Chat, chat_start
@@ -98,7 +99,12 @@ async def test_lookup_reads_only_the_sessions_own_logs(tmp_path: Path) -> None:
     again = ScriptedBackend(tmp_path, SCRIPT)
     reads: list[str] = []
     read = again.store._read
-    again.store._read = lambda path: reads.append(path.name) or read(path)  # type: ignore[method-assign]
+
+    def counted(path: Path) -> Any:
+        reads.append(path.name)
+        return read(path)
+
+    again.store._read = counted  # type: ignore[method-assign]
     assert again.lookup("a") is not None
     assert reads == []  # every log as the cache remembers it: nothing read
     await Chat(await live.start(chat_start("a-side", session_id="a", resume=True))).turn(
