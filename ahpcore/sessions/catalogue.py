@@ -135,6 +135,10 @@ class CatalogueIndex:
         #: (id, provider, backend half, host half) -> its summary, so an unchanged row is
         #: not decoded and merged again on every listing.
         self._summaries: dict[tuple[Any, ...], dict[str, Any]] = {}
+        #: Provider -> the rows of its last refresh, as the index holds them (by session id).
+        self._listed: dict[str, dict[str, CatalogueRow]] = {}
+        #: The last whole listing (providers, rows, summaries), until the index changes.
+        self._full: tuple[list[str], list[Any], list[dict[str, Any]]] | None = None
 
     # -- SQLite, in a worker thread --------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -153,6 +157,7 @@ class CatalogueIndex:
     def _run(self, work: Any) -> Any:
         with self._lock:
             db = self._connect()
+            changes = db.total_changes
             db.execute("BEGIN IMMEDIATE")
             try:
                 result = work(db)
@@ -160,6 +165,8 @@ class CatalogueIndex:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+            if db.total_changes != changes:
+                self._full = None  # the index changed: the whole listing must be read again
             return result
 
     async def _do(self, work: Any) -> Any:
@@ -202,6 +209,8 @@ class CatalogueIndex:
         def work(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM catalogue WHERE id = ?", (session_id,))
             db.execute("DELETE FROM catalogue_chats WHERE session = ?", (session_id,))
+            for rows in self._listed.values():
+                rows.pop(session_id, None)
 
         await self._do(work)
 
@@ -239,19 +248,31 @@ class CatalogueIndex:
             del self._refreshing[provider]
             done.set()
 
-    @staticmethod
-    def _reconcile(db: sqlite3.Connection, provider: str, rows: list[CatalogueRow]) -> None:
+    def _reconcile(self, db: sqlite3.Connection, provider: str, rows: list[CatalogueRow]) -> None:
         listed = {row.session_id: row for row in rows}
-        held = dict(
-            db.execute("SELECT id, backend_row FROM catalogue WHERE provider = ?", (provider,))
-        )
-        changed = []
-        for session_id, row in listed.items():
-            text = json.dumps(row_json(row))
-            if held.get(session_id) != text:
-                changed.append((session_id, provider, row.modified_at, text))
+        last = self._listed.get(provider)
+        if last is None:
+            # The first refresh of this run compares with what the index holds on disk.
+            held = dict(
+                db.execute("SELECT id, backend_row FROM catalogue WHERE provider = ?", (provider,))
+            )
+            stored = {i for i, text in held.items() if text is not None}
+            changed = []
+            for session_id, row in listed.items():
+                text = json.dumps(row_json(row))
+                if held.get(session_id) != text:
+                    changed.append((session_id, provider, row.modified_at, text))
+        else:
+            # Later ones with the rows it wrote last time: a row object compares by its fields.
+            stored = set(last)
+            changed = [
+                (i, provider, row.modified_at, json.dumps(row_json(row)))
+                for i, row in listed.items()
+                if (prior := last.get(i)) is not row and prior != row
+            ]
         db.executemany(_UPSERT_LISTED, changed)
-        gone = [(i,) for i, text in held.items() if text is not None and i not in listed]
+        self._listed[provider] = listed
+        gone = [(i,) for i in stored if i not in listed]
         # Gone from the backend and never kept by this host: gone from the list.
         db.executemany("DELETE FROM catalogue WHERE id = ? AND host_row IS NULL", gone)
         db.executemany("UPDATE catalogue SET backend_row = NULL WHERE id = ?", gone)
@@ -301,15 +322,17 @@ class CatalogueIndex:
         def work(db: sqlite3.Connection) -> tuple[list[Any], list[dict[str, Any]]]:
             # The summaries are built in the worker too: at 10,000 rows, decoding
             # and merging them would hold the event loop, and every client with it.
+            whole = limit is None and after is None
+            if whole and self._full is not None and self._full[0] == offered:
+                _, found, summaries = self._full
+                return found, [dict(summary) for summary in summaries]
             found = db.execute(sql, args).fetchall()
             kept = found[:limit] if limit is not None else found
             cache = self._summaries
             if len(cache) > SUMMARY_CACHE:
                 cache.clear()
             # A whole listing keeps only what it used: rows changed since leave the cache.
-            fresh: dict[tuple[Any, ...], dict[str, Any]] | None = (
-                {} if limit is None and after is None else None
-            )
+            fresh: dict[tuple[Any, ...], dict[str, Any]] | None = {} if whole else None
             items = []
             for session_id, provider, _, listed, host in kept:
                 key = (session_id, provider, listed, host)
@@ -327,6 +350,7 @@ class CatalogueIndex:
                 items.append(dict(summary))
             if fresh is not None:
                 self._summaries = fresh
+                self._full = (offered, found, list(fresh.values()))
             return found, items
 
         rows, items = await self._do(work)
@@ -350,7 +374,14 @@ class CatalogueIndex:
     async def put_one(self, provider: str, row: CatalogueRow) -> None:
         """A row a backend's ``lookup`` answered, kept so the next reopen finds it at once."""
         values = (row.session_id, provider, row.modified_at, json.dumps(row_json(row)))
-        await self._do(lambda db: db.execute(_UPSERT_LISTED, values))
+
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(_UPSERT_LISTED, values)
+            listed = self._listed.get(provider)
+            if listed is not None:
+                listed[row.session_id] = row
+
+        await self._do(work)
 
     async def session_holding(self, chat_uri: str) -> str | None:
         rows = await self._do(

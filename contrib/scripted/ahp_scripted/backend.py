@@ -259,6 +259,8 @@ class ScriptedBackend:
         #: The rows of the catalogue listing under way: ((generation, directory), rows).
         self._listed: tuple[tuple[str, str | None], list[CatalogueRow]] | None = None
         self._listings = 0
+        #: The summaries of the last whole listing and the rows made of them.
+        self._summarised: tuple[list[Summary] | None, list[CatalogueRow]] = (None, [])
         self.variables: Variables = variables or dict
         self.clock = clock
         self.gates = Gates()
@@ -362,6 +364,8 @@ class ScriptedBackend:
         """One row per session kept: its chats' conversations grouped by session id."""
         store = self.store
         summaries = store.summaries() if only is None else store.summaries_of(only)
+        if only is None and summaries is self._summarised[0]:
+            return self._summarised[1]  # nothing changed since the last listing
         sessions: dict[str, list[Summary]] = {}
         for kept in summaries:
             sessions.setdefault(kept.session_id, []).append(kept)
@@ -380,7 +384,10 @@ class ScriptedBackend:
             rows.append(
                 CatalogueRow(session_id, main.title, created, modified, main.working_directories)
             )
-        return sorted(rows, key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        rows.sort(key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        if only is None:
+            self._summarised = (summaries, rows)
+        return rows
 
     def catalogue(
         self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None

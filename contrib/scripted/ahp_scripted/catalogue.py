@@ -119,6 +119,12 @@ class SummaryIndex:
         self._saved: dict[str, str] = {}
         #: Session id -> backend ids, from the last scan.
         self._sessions: dict[str, set[str]] = {}
+        #: Entries changed since the cache file was written (a lookup's reads, a delete).
+        self._dirty = False
+        #: The last scan's answer and the open conversations it summarised: a scan that
+        #: finds nothing changed returns that very list, so callers can tell at once.
+        self._found: list[Summary] | None = None
+        self._opened: dict[str, Summary] = {}
 
     # -- kept in step by the store ---------------------------------------------------
     def saved(self, conversation: Conversation) -> None:
@@ -130,6 +136,7 @@ class SummaryIndex:
             self._saved.pop(backend_id, None)
             if self._files is not None:
                 self._files.pop(self._path(backend_id).name, None)
+                self._dirty = True
 
     # -- reading -----------------------------------------------------------------------
     def scan(self, open_now: Mapping[str, Conversation]) -> list[Summary]:
@@ -158,19 +165,24 @@ class SummaryIndex:
                 sessions.setdefault(summary.session_id, set()).add(summary.backend_id)
         with self._lock:
             changed = (
-                self._files is None
+                self._dirty
                 or fresh.keys() != known.keys()
                 or any(known[name][0] != entry[0] for name, entry in fresh.items())
             )
             self._files = fresh
             self._sessions = sessions
+            self._dirty = False
         if changed:
             self._write(fresh)
-        found = {backend_id: Summary.of(c) for backend_id, c in open_now.items()}
+        opened = {backend_id: Summary.of(c) for backend_id, c in open_now.items()}
+        if not changed and self._found is not None and opened == self._opened:
+            return self._found
+        found = dict(opened)
         for _, summary in fresh.values():
             if summary is not None:
                 found.setdefault(summary.backend_id, summary)
-        return list(found.values())
+        self._found, self._opened = list(found.values()), opened
+        return self._found
 
     def of_session(self, session_id: str, open_now: Mapping[str, Conversation]) -> list[Summary]:
         """The conversations of one session: a stat per chat of it, no scan once one was made.
@@ -210,6 +222,7 @@ class SummaryIndex:
                 with self._lock:
                     if self._files is not None:
                         self._files[path.name] = held
+                        self._dirty = True
             summary = held[1]
             if summary is not None and summary.session_id == session_id:
                 found.append(summary)

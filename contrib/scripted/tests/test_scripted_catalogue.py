@@ -125,3 +125,16 @@ async def test_a_damaged_or_old_cache_is_rebuilt(tmp_path: Path) -> None:
     await live.delete("a")
     assert listed(tmp_path) == []
     assert list(tmp_path.iterdir()) == []
+
+
+async def test_one_backend_listing_again_sees_its_own_changes(tmp_path: Path) -> None:
+    live = ScriptedBackend(tmp_path, SCRIPT, clock=ticking())
+    chat = Chat(await live.start(chat_start("a", session_id="a")))
+    await chat.turn("one")
+    first = list(live.catalogue().rows)
+    assert list(live.catalogue().rows) == first  # nothing changed: the same rows
+    await chat.turn("two", turn_id="t2")
+    await live.rename("a", "Named")
+    (row,) = live.catalogue().rows
+    assert row.title == "Named" and row.modified_at > first[0].modified_at
+    assert [row] == uncached(tmp_path)
