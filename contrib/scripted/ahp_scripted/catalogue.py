@@ -34,7 +34,7 @@ CACHE_NAME = ".catalogue.json"
 FileKey = tuple[int, int, int]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Summary:
     """One conversation as the catalogue sees it."""
 
