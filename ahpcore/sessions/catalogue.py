@@ -271,12 +271,12 @@ class CatalogueIndex:
                 if (prior := last.get(i)) is not row and prior != row
             ]
         db.executemany(_UPSERT_LISTED, changed)
-        self._listed[provider] = listed
         gone = [(i,) for i in stored if i not in listed]
         # Gone from the backend and never kept by this host: gone from the list.
         db.executemany("DELETE FROM catalogue WHERE id = ? AND host_row IS NULL", gone)
         db.executemany("UPDATE catalogue SET backend_row = NULL WHERE id = ?", gone)
         db.execute("INSERT OR IGNORE INTO catalogue_listed (provider) VALUES (?)", (provider,))
+        self._listed[provider] = listed  # last: a statement that failed leaves it as it was
 
     async def kept(self, provider: str) -> bool:
         """Whether an earlier run left this provider's listing in the index.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
 from ahpcore.rpc.framing import dumps_answer_in_slices
+from ahpcore.sessions.catalogue import CatalogueIndex
 from ahpcore.sessions.contract import (
     Abilities,
     CataloguePage,
@@ -171,3 +173,43 @@ def test_an_answer_encoded_in_slices_is_the_answer() -> None:
         text, weight = dumps_answer_in_slices(7, result)
         assert json.loads(text) == {"jsonrpc": "2.0", "id": 7, "result": result}
         assert weight == len(text.encode("utf-8"))
+
+
+async def test_refreshes_write_what_changed_and_a_restart_lists_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite3"
+    backend = ManyPast(4)
+
+    async def titles(index: CatalogueIndex) -> dict[str, str]:
+        items, _ = await index.page(["many"], None, None)
+        return {item["resource"]: item["title"] for item in items}
+
+    index = CatalogueIndex(path)
+    await index.refresh(backend)
+    assert await titles(index) == {f"many:/s{n:05d}": f"Session {n}" for n in range(4)}
+    first, second, third, _ = sorted(backend.rows, key=lambda r: r.session_id)
+    backend.rows = [r for r in backend.rows if r is not third]
+    backend.rows[backend.rows.index(second)] = replace(second, title="Renamed")
+    await index.refresh(backend)
+    assert await titles(index) == {
+        "many:/s00000": "Session 0",
+        "many:/s00001": "Renamed",
+        "many:/s00003": "Session 3",
+    }
+    backend.rows.append(third)  # back again, as it was before it went
+    await index.forget(first.session_id)  # still listed by its backend: listed again
+    await index.refresh(backend)
+    expected = await titles(index)
+    assert expected == {
+        "many:/s00000": "Session 0",
+        "many:/s00001": "Renamed",
+        "many:/s00002": "Session 2",
+        "many:/s00003": "Session 3",
+    }
+    index.close()
+
+    again = CatalogueIndex(path)  # a restart: answers from what the last run left
+    assert await again.kept("many") and not again.known("many")
+    assert await titles(again) == expected
+    await again.refresh(backend)
+    assert await titles(again) == expected
+    again.close()
