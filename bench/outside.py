@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -140,11 +141,21 @@ class Client:
         self._seq = 0
         self.waiting: dict[int, asyncio.Future[Any]] = {}
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        #: Answers over 64 KB are handed back as {"unparsed": text}, parsed by the caller
+        #: later: parsing 3 MB here would delay another client's pings in this process.
+        self.defer_large = False
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
         with contextlib.suppress(Exception):
             async for text in self.ws:
+                if self.defer_large and len(text) > 65536:
+                    found = re.search(r'"id"\s*:\s*(\d+)', text[:200])
+                    if found is not None:
+                        future = self.waiting.pop(int(found.group(1)), None)
+                        if future is not None and not future.done():
+                            future.set_result({"result": {"unparsed": text}})
+                        continue
                 message = json.loads(text)
                 if "id" in message and "method" not in message:
                     future = self.waiting.pop(message["id"], None)
@@ -364,11 +375,14 @@ async def _timed_lists(
             stop = asyncio.Event()
             pings = asyncio.create_task(_ping_during(pinger, stop, latencies))
             await asyncio.sleep(0.02)
+            lister.defer_large = True
             start = now()
             result = await lister.request("listSessions", params)
             wall = now() - start
             stop.set()
             await pings
+            if "unparsed" in result:
+                result = json.loads(result["unparsed"])["result"]
             out.append((wall, latencies, len(result.get("items", []))))
     return out
 
@@ -391,19 +405,29 @@ async def bench_catalogue(args: argparse.Namespace) -> None:
             if kind == "host":
                 work = Path(tmp) / "state"
                 shutil.copytree(seed_dir, work)
+                # Never listed before: no catalogue index rows from a backend, no caches.
+                server = start_host(work)
+                try:
+                    (never,) = await _timed_lists(server, [{}])
+                finally:
+                    server.stop()
+                # Restarted after that run: what it left answers the first listing.
                 server = start_host(work)
             else:
                 server = start_bare("--list", str(rows_file))
             try:
                 results = await _timed_lists(server, calls)
                 if kind == "host":
+                    results.insert(0, never)
                     async with client(server, "rows") as peer:
                         rows = (await peer.request("listSessions", {}))["items"]
                     rows_file.write_text(json.dumps(rows))
+                else:
+                    results.insert(0, results[0])
                 rss = memory_kib(server.pid) / 1024
             finally:
                 server.stop()
-        for name, (wall, pings, count) in zip(names, results, strict=True):
+        for name, (wall, pings, count) in zip(["never listed", *names], results, strict=True):
             ordered = sorted(pings) or [0.0]
             p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
             line(

@@ -262,9 +262,16 @@ class ChangesetService:
         async def list_sessions(client: Client, params: dict[str, Any]) -> Any:
             result = inner(client, params)
             result = await result if hasattr(result, "__await__") else result
-            for row in result.get("items", ()) if isinstance(result, dict) else ():
-                session = self._session_channel(str(row.get("resource", "")))
-                facts = (session.state.get("_meta") or {}).get("git") if session else None
+            # Only open sessions hold facts: look rows up among those (a listing may have
+            # thousands of rows; resolving each one's URI held the event loop).
+            held: dict[str, Any] = {}
+            for channel in self.engine.channels.values():
+                if channel.kind == "session":
+                    facts = (channel.state.get("_meta") or {}).get("git")
+                    if facts is not None:
+                        held[channel.uri] = facts
+            for row in result.get("items", ()) if isinstance(result, dict) and held else ():
+                facts = held.get(str(row.get("resource", "")))
                 if facts is not None:
                     row["_meta"] = {**(row.get("_meta") or {}), "git": facts}
             return result

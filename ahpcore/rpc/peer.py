@@ -21,7 +21,7 @@ import anyio.abc
 from ahpcore.logs import escape
 from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from ahpcore.rpc.budget import InboundBudget
-from ahpcore.rpc.framing import Message, dumps, parse, without_paths
+from ahpcore.rpc.framing import Message, dumps, dumps_answer_in_slices, parse, without_paths
 from ahpcore.transports.base import Wire
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,16 @@ TOO_FAR_BEHIND = "too far behind"
 CLOSED_OVER_BUDGET = "over its inbound budget"
 #: Over budget, a frame bigger than this is not parsed just to refuse it: the sender is closed.
 REFUSE_UNREAD_BYTES = 64 * 1024
+#: A result listing more items than this (a listSessions of thousands of rows) is
+#: encoded in a worker thread, so other clients are not held while it is written.
+ENCODE_APART_ITEMS = 1000
+
+
+def _long_listing(result: Any) -> bool:
+    if not isinstance(result, dict):
+        return False
+    items = result.get("items")
+    return isinstance(items, list) and len(items) > ENCODE_APART_ITEMS
 
 
 @dataclass
@@ -346,5 +356,10 @@ class Peer:
                 self.respond(message.id, result.result)
                 if result.after is not None:
                     result.after()
+            elif _long_listing(result):
+                text, weight = await anyio.to_thread.run_sync(
+                    dumps_answer_in_slices, message.id, result
+                )
+                self.send_text(text, weight)
             else:
                 self.respond(message.id, result)

@@ -53,7 +53,18 @@ CREATE TABLE IF NOT EXISTS catalogue_chats (
     chat TEXT PRIMARY KEY,
     session TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS catalogue_listed (
+    provider TEXT PRIMARY KEY
+);
 """
+#: Summaries kept decoded between listings, at most (a cache: cleared when past it).
+SUMMARY_CACHE = 50_000
+#: A backend's row, new or changed.
+_UPSERT_LISTED = (
+    "INSERT INTO catalogue (id, provider, modified_at, backend_row) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT(id) DO UPDATE SET backend_row = excluded.backend_row, "
+    "modified_at = max(catalogue.modified_at, excluded.modified_at)"
+)
 
 
 class Cursors:
@@ -119,6 +130,15 @@ class CatalogueIndex:
         self.cursors = Cursors()
         self._refreshed: dict[str, float] = {}
         self._refreshing: dict[str, anyio.Event] = {}
+        #: Providers whose listing an earlier run of this host left in the index.
+        self._kept: set[str] | None = None
+        #: (id, provider, backend half, host half) -> its summary, so an unchanged row is
+        #: not decoded and merged again on every listing.
+        self._summaries: dict[tuple[Any, ...], dict[str, Any]] = {}
+        #: Provider -> the rows of its last refresh, as the index holds them (by session id).
+        self._listed: dict[str, dict[str, CatalogueRow]] = {}
+        #: The last whole listing (providers, rows, summaries), until the index changes.
+        self._full: tuple[list[str], list[Any], list[dict[str, Any]]] | None = None
 
     # -- SQLite, in a worker thread --------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -137,6 +157,7 @@ class CatalogueIndex:
     def _run(self, work: Any) -> Any:
         with self._lock:
             db = self._connect()
+            changes = db.total_changes
             db.execute("BEGIN IMMEDIATE")
             try:
                 result = work(db)
@@ -144,6 +165,8 @@ class CatalogueIndex:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+            if db.total_changes != changes:
+                self._full = None  # the index changed: the whole listing must be read again
             return result
 
     async def _do(self, work: Any) -> Any:
@@ -186,67 +209,87 @@ class CatalogueIndex:
         def work(db: sqlite3.Connection) -> None:
             db.execute("DELETE FROM catalogue WHERE id = ?", (session_id,))
             db.execute("DELETE FROM catalogue_chats WHERE session = ?", (session_id,))
+            for rows in self._listed.values():
+                rows.pop(session_id, None)
 
         await self._do(work)
 
     # -- what backends list ----------------------------------------------------------
-    async def _put_listed(self, provider: str, rows: Iterable[CatalogueRow], stamp: int) -> None:
-        batch = [
-            (row.session_id, provider, row.modified_at, stamp, json.dumps(row_json(row)))
-            for row in rows
-        ]
-
-        def work(db: sqlite3.Connection) -> None:
-            db.executemany(
-                "INSERT INTO catalogue (id, provider, modified_at, listed, backend_row) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
-                "backend_row = excluded.backend_row, listed = excluded.listed, "
-                "modified_at = max(catalogue.modified_at, excluded.modified_at)",
-                batch,
-            )
-
-        await self._do(work)
-
     async def refresh(self, backend: Backend) -> None:
-        """Read the backend's whole catalogue into the index (one refresh at a time)."""
+        """Read the backend's whole catalogue into the index (one refresh at a time).
+
+        Only rows that differ from what the index holds are written, so a
+        refresh of an unchanged catalogue writes nothing.
+        """
         provider = backend.provider
         running = self._refreshing.get(provider)
         if running is not None:
             await running.wait()
             return
         done = self._refreshing[provider] = anyio.Event()
-        stamp = time.monotonic_ns()
         try:
+            rows: list[CatalogueRow] = []
             cursor: str | None = None
             for _ in range(100_000):  # bounded: a backend repeating a cursor stops here
                 answer = await calls.call(backend.catalogue, limit=REFRESH_PAGE, cursor=cursor)
                 if isinstance(answer, CataloguePage):
-                    await self._put_listed(provider, answer.rows, stamp)
+                    rows += answer.rows
                     cursor = answer.next_cursor
                 else:
-                    await self._put_listed(provider, answer, stamp)
+                    rows += answer
                     cursor = None
                 if cursor is None:
                     break
-
-            def drop_unlisted(db: sqlite3.Connection) -> None:
-                # Gone from the backend and never kept by this host: gone from the list.
-                db.execute(
-                    "DELETE FROM catalogue WHERE provider = ? AND listed != ? AND host_row IS NULL",
-                    (provider, stamp),
-                )
-                db.execute(
-                    "UPDATE catalogue SET backend_row = NULL WHERE provider = ? AND listed != ?",
-                    (provider, stamp),
-                )
-
-            await self._do(drop_unlisted)
+            await self._do(lambda db: self._reconcile(db, provider, rows))
             self._refreshed[provider] = time.monotonic()
         except Exception:
             log.exception("the %s backend could not list its sessions", provider)
         finally:
             del self._refreshing[provider]
             done.set()
+
+    def _reconcile(self, db: sqlite3.Connection, provider: str, rows: list[CatalogueRow]) -> None:
+        listed = {row.session_id: row for row in rows}
+        last = self._listed.get(provider)
+        if last is None:
+            # The first refresh of this run compares with what the index holds on disk.
+            held = dict(
+                db.execute("SELECT id, backend_row FROM catalogue WHERE provider = ?", (provider,))
+            )
+            stored = {i for i, text in held.items() if text is not None}
+            changed = []
+            for session_id, row in listed.items():
+                text = json.dumps(row_json(row))
+                if held.get(session_id) != text:
+                    changed.append((session_id, provider, row.modified_at, text))
+        else:
+            # Later ones with the rows it wrote last time: a row object compares by its fields.
+            stored = set(last)
+            changed = [
+                (i, provider, row.modified_at, json.dumps(row_json(row)))
+                for i, row in listed.items()
+                if (prior := last.get(i)) is not row and prior != row
+            ]
+        db.executemany(_UPSERT_LISTED, changed)
+        gone = [(i,) for i in stored if i not in listed]
+        # Gone from the backend and never kept by this host: gone from the list.
+        db.executemany("DELETE FROM catalogue WHERE id = ? AND host_row IS NULL", gone)
+        db.executemany("UPDATE catalogue SET backend_row = NULL WHERE id = ?", gone)
+        db.execute("INSERT OR IGNORE INTO catalogue_listed (provider) VALUES (?)", (provider,))
+        self._listed[provider] = listed  # last: a statement that failed leaves it as it was
+
+    async def kept(self, provider: str) -> bool:
+        """Whether an earlier run left this provider's listing in the index.
+
+        Such a listing answers the first ``listSessions`` of this run while a
+        refresh runs behind it, as a listing older than ``REFRESH_SECONDS`` does.
+        """
+        if self._kept is None:
+            found = await self._do(
+                lambda db: db.execute("SELECT provider FROM catalogue_listed").fetchall()
+            )
+            self._kept = {row[0] for row in found}
+        return provider in self._kept
 
     def stale(self, provider: str) -> bool:
         seen = self._refreshed.get(provider)
@@ -279,17 +322,35 @@ class CatalogueIndex:
         def work(db: sqlite3.Connection) -> tuple[list[Any], list[dict[str, Any]]]:
             # The summaries are built in the worker too: at 10,000 rows, decoding
             # and merging them would hold the event loop, and every client with it.
+            whole = limit is None and after is None
+            if whole and self._full is not None and self._full[0] == offered:
+                _, found, summaries = self._full
+                return found, [dict(summary) for summary in summaries]
             found = db.execute(sql, args).fetchall()
             kept = found[:limit] if limit is not None else found
-            items = [
-                summary_of(
-                    provider,
-                    session_id,
-                    json.loads(listed) if listed else {},
-                    json.loads(host) if host else {},
-                )
-                for session_id, provider, _, listed, host in kept
-            ]
+            cache = self._summaries
+            if len(cache) > SUMMARY_CACHE:
+                cache.clear()
+            # A whole listing keeps only what it used: rows changed since leave the cache.
+            fresh: dict[tuple[Any, ...], dict[str, Any]] | None = {} if whole else None
+            items = []
+            for session_id, provider, _, listed, host in kept:
+                key = (session_id, provider, listed, host)
+                summary = cache.get(key)
+                if summary is None:
+                    summary = cache[key] = summary_of(
+                        provider,
+                        session_id,
+                        json.loads(listed) if listed else {},
+                        json.loads(host) if host else {},
+                    )
+                if fresh is not None:
+                    fresh[key] = summary
+                # A copy: whoever answers may add to a row, and the cache must not see it.
+                items.append(dict(summary))
+            if fresh is not None:
+                self._summaries = fresh
+                self._full = (offered, found, list(fresh.values()))
             return found, items
 
         rows, items = await self._do(work)
@@ -312,7 +373,15 @@ class CatalogueIndex:
 
     async def put_one(self, provider: str, row: CatalogueRow) -> None:
         """A row a backend's ``lookup`` answered, kept so the next reopen finds it at once."""
-        await self._put_listed(provider, [row], 0)
+        values = (row.session_id, provider, row.modified_at, json.dumps(row_json(row)))
+
+        def work(db: sqlite3.Connection) -> None:
+            db.execute(_UPSERT_LISTED, values)
+            listed = self._listed.get(provider)
+            if listed is not None:
+                listed[row.session_id] = row
+
+        await self._do(work)
 
     async def session_holding(self, chat_uri: str) -> str | None:
         rows = await self._do(

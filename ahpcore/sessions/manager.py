@@ -263,15 +263,20 @@ class SessionManager:
     async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         limit = page_limit(params.get("limit"))
         listing = [b for b in self.backends.values() if b.abilities.list_sessions]
+        behind = []
         for backend in listing:
-            if not self.index.known(backend.provider):
+            provider = backend.provider
+            if not self.index.known(provider) and not await self.index.kept(provider):
                 await self.index.refresh(backend)
-            elif self.index.stale(backend.provider):
-                self.registry.spawn(self.index.refresh, backend, name="refreshing the catalogue")
+            elif self.index.stale(provider):
+                behind.append(backend)
         for session in list(self.sessions.values()):
             if session.id not in self._indexed_ids:
                 await self._indexed(session, self.registry.record_of(session))
         items, next_cursor = await self.index.page(self.backends, limit, params.get("cursor"))
+        # Refreshed once this page is read, so the two do not take turns in the worker.
+        for backend in behind:
+            self.registry.spawn(self.index.refresh, backend, name="refreshing the catalogue")
         # A live session answers for itself: its state is newer than any row.
         live = {session.uri: self.registry.summary(session) for session in self.sessions.values()}
         listing_providers = {backend.provider for backend in listing}

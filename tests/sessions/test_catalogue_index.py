@@ -3,8 +3,10 @@ catalogue kept off the event loop, and one session looked up rather than listed.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ import pytest
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
+from ahpcore.rpc.framing import dumps_answer_in_slices
+from ahpcore.sessions.catalogue import CatalogueIndex
 from ahpcore.sessions.contract import (
     Abilities,
     CataloguePage,
@@ -121,6 +125,9 @@ async def test_ten_thousand_sessions_page_from_the_index(tmp_path: Path) -> None
             if cursor is None:
                 break
         assert seen == [f"many:/{r.session_id}" for r in backend.rows]
+        # All of them in one answer: encoded in slices off the event loop, the same rows.
+        everything = await client.request("listSessions", {})
+        assert [item["resource"] for item in everything["items"]] == seen
         frame = await client.request_frame("listSessions", {"limit": 5, "cursor": "0.forged"})
         assert "not issued by this host" in frame["error"]["message"]
 
@@ -158,3 +165,51 @@ async def test_reopening_one_session_looks_it_up_instead_of_listing(tmp_path: Pa
         assert backend.lookups == ["s00007"] and backend.pages_asked == 0
         frame = await client.request_frame("subscribe", {"channel": "many:/nope"})
         assert "error" in frame
+
+
+def test_an_answer_encoded_in_slices_is_the_answer() -> None:
+    items = [{"resource": f"many:/s{n}", "title": 'é"\n' * (n % 3)} for n in range(1001)]
+    for result in ({"nextCursor": "c", "items": items}, {"items": items[:1]}, {"items": []}):
+        text, weight = dumps_answer_in_slices(7, result)
+        assert json.loads(text) == {"jsonrpc": "2.0", "id": 7, "result": result}
+        assert weight == len(text.encode("utf-8"))
+
+
+async def test_refreshes_write_what_changed_and_a_restart_lists_the_same(tmp_path: Path) -> None:
+    path = tmp_path / "index.sqlite3"
+    backend = ManyPast(4)
+
+    async def titles(index: CatalogueIndex) -> dict[str, str]:
+        items, _ = await index.page(["many"], None, None)
+        return {item["resource"]: item["title"] for item in items}
+
+    index = CatalogueIndex(path)
+    await index.refresh(backend)
+    assert await titles(index) == {f"many:/s{n:05d}": f"Session {n}" for n in range(4)}
+    first, second, third, _ = sorted(backend.rows, key=lambda r: r.session_id)
+    backend.rows = [r for r in backend.rows if r is not third]
+    backend.rows[backend.rows.index(second)] = replace(second, title="Renamed")
+    await index.refresh(backend)
+    assert await titles(index) == {
+        "many:/s00000": "Session 0",
+        "many:/s00001": "Renamed",
+        "many:/s00003": "Session 3",
+    }
+    backend.rows.append(third)  # back again, as it was before it went
+    await index.forget(first.session_id)  # still listed by its backend: listed again
+    await index.refresh(backend)
+    expected = await titles(index)
+    assert expected == {
+        "many:/s00000": "Session 0",
+        "many:/s00001": "Renamed",
+        "many:/s00002": "Session 2",
+        "many:/s00003": "Session 3",
+    }
+    index.close()
+
+    again = CatalogueIndex(path)  # a restart: answers from what the last run left
+    assert await again.kept("many") and not again.known("many")
+    assert await titles(again) == expected
+    await again.refresh(backend)
+    assert await titles(again) == expected
+    again.close()

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ahp_scripted.catalogue import Summary
 from ahp_scripted.runner import Gates, TurnRun
 from ahp_scripted.script import Script
 from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
@@ -258,6 +259,8 @@ class ScriptedBackend:
         #: The rows of the catalogue listing under way: ((generation, directory), rows).
         self._listed: tuple[tuple[str, str | None], list[CatalogueRow]] | None = None
         self._listings = 0
+        #: The summaries of the last whole listing and the rows made of them.
+        self._summarised: tuple[list[Summary] | None, list[CatalogueRow]] = (None, [])
         self.variables: Variables = variables or dict
         self.clock = clock
         self.gates = Gates()
@@ -359,36 +362,41 @@ class ScriptedBackend:
 
     def _rows(self, only: str | None = None) -> list[CatalogueRow]:
         """One row per session kept: its chats' conversations grouped by session id."""
-        sessions: dict[str, list[Conversation]] = {}
-        for kept in self.store.all():
-            if only is None or kept.session_id == only:
-                sessions.setdefault(kept.session_id, []).append(kept)
+        store = self.store
+        summaries = store.summaries() if only is None else store.summaries_of(only)
+        if only is None and summaries is self._summarised[0]:
+            return self._summarised[1]  # nothing changed since the last listing
+        sessions: dict[str, list[Summary]] = {}
+        for kept in summaries:
+            sessions.setdefault(kept.session_id, []).append(kept)
         rows = []
         for session_id, chats in sessions.items():
-            # The session's own conversation is the one started as it (the default
-            # chat); failing that, its oldest chat that is not a side chat.
-            chats.sort(
-                key=lambda c: (c.backend_id != session_id, c.side_of is not None, c.created_at)
-            )
-            main = chats[0]
+            if len(chats) == 1:
+                (main,) = chats
+                created, modified = main.created_at, main.modified_at
+            else:
+                # The session's own conversation is the one started as it (the default
+                # chat); failing that, its oldest chat that is not a side chat.
+                chats.sort(key=lambda c: (c.backend_id != session_id, c.side, c.created_at))
+                main = chats[0]
+                created = min(c.created_at for c in chats)
+                modified = max(c.modified_at for c in chats)
             rows.append(
-                CatalogueRow(
-                    session_id=session_id,
-                    title=main.title(),
-                    created_at=min(c.created_at for c in chats),
-                    modified_at=max(c.modified_at for c in chats),
-                    working_directories=tuple(main.working_directories),
-                )
+                CatalogueRow(session_id, main.title, created, modified, main.working_directories)
             )
-        return sorted(rows, key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        rows.sort(key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        if only is None:
+            self._summarised = (summaries, rows)
+        return rows
 
     def catalogue(
         self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
     ) -> CataloguePage:
         """Pages of the sessions kept, newest first; reads files, so the host runs it in a thread.
 
-        The first page reads every conversation; the pages after it, named by the
-        cursor it handed out, reuse that reading instead of reading everything again.
+        The first page stats every conversation's log and reads only those changed
+        since the last listing (see ``ahp_scripted.catalogue``); the pages after it,
+        named by the cursor it handed out, reuse that listing.
         """
         generation, _, offset = (cursor or "").partition(":")
         listed = self._listed
@@ -409,7 +417,7 @@ class ScriptedBackend:
         return CataloguePage(rows[start:end], f"{generation}:{end}")
 
     def lookup(self, session_id: str) -> CatalogueRow | None:
-        """The row of one session kept, or None."""
+        """The row of one session kept, or None: only that session's chats are looked at."""
         found = self._rows(only=session_id)
         return found[0] if found else None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ahp_scripted.catalogue import Summary, SummaryIndex
 from ahp_scripted.transcript import Report
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,11 @@ class ConversationStore:
         self.directory = directory
         self._open: dict[str, Conversation] = {}
         self._written: dict[str, _Written] = {}
+        self._index = (
+            SummaryIndex(directory, lambda path: self._read(path)[0], self.path)
+            if directory is not None
+            else None
+        )
 
     def path(self, backend_id: str) -> Path:
         if self.directory is None:
@@ -277,8 +283,9 @@ class ConversationStore:
         """
         backend_id = conversation.backend_id
         self._open[backend_id] = conversation
-        if self.directory is None:
+        if self._index is None:
             return None
+        self._index.saved(conversation)
         header = _header_line(conversation)
         written = self._written.get(backend_id)
         old = written.turns if written is not None else []
@@ -341,8 +348,9 @@ class ConversationStore:
     def delete(self, backend_id: str) -> None:
         self._open.pop(backend_id, None)
         self._written.pop(backend_id, None)
-        if self.directory is not None:
+        if self._index is not None:
             self.path(backend_id).unlink(missing_ok=True)
+            self._index.deleted(backend_id)
 
     def all(self) -> list[Conversation]:
         """Every conversation kept, open or on disk; unreadable files are logged and skipped."""
@@ -356,6 +364,20 @@ class ConversationStore:
                     continue
                 found.setdefault(conversation.backend_id, conversation)
         return list(found.values())
+
+    def summaries(self) -> list[Summary]:
+        """What the catalogue needs of every conversation kept, reading only logs that changed."""
+        open_now = dict(self._open)
+        if self._index is None:
+            return [Summary.of(c) for c in open_now.values()]
+        return self._index.scan(open_now)
+
+    def summaries_of(self, session_id: str) -> list[Summary]:
+        """The same for one session's conversations (its default chat, forks and side chats)."""
+        open_now = dict(self._open)
+        if self._index is None:
+            return [Summary.of(c) for c in open_now.values() if c.session_id == session_id]
+        return self._index.of_session(session_id, open_now)
 
 
 def _dumps(value: Any) -> str:

@@ -135,8 +135,8 @@ async def test_the_catalogue_lists_kept_sessions_newest_first(tmp_path: Path) ->
     assert again.catalogue(directory="/elsewhere").rows == []
     # Paging reads the conversations once, for the first page, not once per page.
     reads = []
-    read_all = again.store.all
-    again.store.all = lambda: reads.append(1) or read_all()  # type: ignore[method-assign]
+    read_all = again.store.summaries
+    again.store.summaries = lambda: reads.append(1) or read_all()  # type: ignore[method-assign]
     page = again.catalogue(limit=1)
     listed = [row.session_id for row in page.rows]
     while page.next_cursor is not None:
