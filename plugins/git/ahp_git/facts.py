@@ -102,25 +102,42 @@ class ListedFacts:
 
     # -- on the event loop, once per page --------------------------------------------
     def decorate(self, host: Any, rows: Iterable[dict[str, Any]]) -> None:
+        # Ten thousand rows pass through here on the event loop: locals, no calls per row
+        # beyond dictionary look-ups.
         channels = host.engine_or_fail.channels
-        now = time.monotonic()
+        known, told, pending = self._known, self._told, self._pending
+        stale = time.monotonic() - FRESH
         for row in rows:
-            uri = folder_uri(row)
+            folders = row.get("workingDirectories")
+            if not folders:
+                continue
+            uri = folders[0]
+            if not isinstance(uri, str) or not uri.startswith("file:"):
+                uri = folder_uri(row)
+                if uri is None:
+                    continue
             session = row.get("resource")
-            if uri is None or not isinstance(session, str):
+            if not isinstance(session, str):
                 continue
             open_channel = channels.get(session)
             if open_channel is not None and open_channel.kind == "session":
                 continue  # an open session's facts come from its own state
             meta = row.get("_meta") or {}
-            reading = self._known.get(uri)
-            facts = reading.facts if reading is not None else None
-            if facts is not None:
-                row["_meta"] = {**meta, "git": facts}
-            self._told.setdefault(uri, {})[session] = (meta, facts)
-            if reading is None or now - reading.at > FRESH:
-                self._pending.add(uri)
-        if self._pending and not self._reading:
+            reading = known.get(uri)
+            if reading is None:
+                facts = None
+                pending.add(uri)
+            else:
+                facts = reading.facts
+                if facts is not None:
+                    row["_meta"] = {**meta, "git": facts} if meta else {"git": facts}
+                if reading.at < stale:
+                    pending.add(uri)
+            told_here = told.get(uri)
+            if told_here is None:
+                told_here = told[uri] = {}
+            told_here[session] = (meta, facts)
+        if pending and not self._reading:
             self._reading = True
             try:
                 host.spawn(self._read_pending, host, name="git facts of listed sessions")
