@@ -94,7 +94,8 @@ class ListedFacts:
         self._locate = locate
         #: Folder URI -> what was read of it.
         self._known: dict[str, _Reading] = {}
-        #: Folder URI -> session URI -> (the row's ``_meta`` without git, the git it was told).
+        #: Folder URI -> session URI -> (the row last answered, the git it was told). The row
+        #: is kept rather than its ``_meta`` now: plugins decorating after this one add to it.
         self._told: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any] | None]]] = {}
         self._pending: set[str] = set()
         self._reading = False
@@ -122,7 +123,6 @@ class ListedFacts:
             open_channel = channels.get(session)
             if open_channel is not None and open_channel.kind == "session":
                 continue  # an open session's facts come from its own state
-            meta = row.get("_meta") or {}
             reading = known.get(uri)
             if reading is None:
                 facts = None
@@ -130,13 +130,14 @@ class ListedFacts:
             else:
                 facts = reading.facts
                 if facts is not None:
+                    meta = row.get("_meta")
                     row["_meta"] = {**meta, "git": facts} if meta else {"git": facts}
                 if reading.at < stale:
                     pending.add(uri)
             told_here = told.get(uri)
             if told_here is None:
                 told_here = told[uri] = {}
-            told_here[session] = (meta, facts)
+            told_here[session] = (row, facts)
         if pending and not self._reading:
             self._reading = True
             try:
@@ -204,15 +205,17 @@ class ListedFacts:
         engine = host.engine_or_fail
         for uri, facts in found.items():
             told = self._told.get(uri, {})
-            for session, (meta, before) in list(told.items()):
+            for session, (row, before) in list(told.items()):
                 if before == facts:
                     continue
                 open_channel = engine.channels.get(session)
                 if open_channel is not None and open_channel.kind == "session":
                     continue  # opened meanwhile: its own facts are published
-                told[session] = (meta, facts)
+                told[session] = (row, facts)
                 # changes._meta replaces the row's whole bag: send the rest of it too.
-                changed = {**meta, "git": facts} if facts is not None else dict(meta)
+                changed = {k: v for k, v in (row.get("_meta") or {}).items() if k != "git"}
+                if facts is not None:
+                    changed["git"] = facts
                 engine.notify_root(
                     "root/sessionSummaryChanged",
                     {"session": session, "changes": {"_meta": changed}},
