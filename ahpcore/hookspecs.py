@@ -125,3 +125,19 @@ def ahp_session_store(host: Host) -> SessionStore | None:
     First non-None answer wins; the core's own plugin answers last with the
     store ``--sessions`` chose. Fires when the host starts.
     """
+
+
+@hookspec
+def ahp_session_rows(host: Host, rows: list[dict[str, Any]]) -> None:
+    """Add to the rows of a ``listSessions`` page before it is answered.
+
+    Called on every page, on the event loop, with the page's ``SessionSummary``
+    rows (open sessions and past ones) as plain dicts. Change them in place,
+    usually under ``_meta``, by setting keys on a row rather than changing the
+    values it holds (those may be shared with a session's state). Returns
+    nothing. It must not wait: a page may hold ten thousand rows, so give a row
+    what is already known and leave what takes time (files, subprocesses) to
+    ``host.spawn``, sending it later as ``root/sessionSummaryChanged`` (whose
+    ``changes._meta`` replaces the row's whole ``_meta``). An exception is
+    logged and the page goes out without that plugin's additions.
+    """

@@ -398,3 +398,18 @@ def page_limit(limit: Any) -> int | None:
     if isinstance(limit, bool) or not isinstance(limit, int | float) or limit < 1:
         raise ProtocolError(INVALID_PARAMS, "params.limit must be a positive integer")
     return int(limit)
+
+
+async def decorate_rows(host: Any, rows: list[dict[str, Any]]) -> None:
+    """Let every ``ahp_session_rows`` implementation add to a page's rows.
+
+    One plugin's fault costs only its own additions: the page is answered.
+    """
+    offered = {"host": host, "rows": rows}
+    for impl in host.plugins.hook.ahp_session_rows.get_hookimpls():
+        try:
+            done = impl.function(**{name: offered[name] for name in impl.argnames})
+            if hasattr(done, "__await__"):
+                await done
+        except Exception:
+            log.exception("the %s plugin could not add to the session list", impl.plugin_name)

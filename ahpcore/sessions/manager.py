@@ -34,7 +34,7 @@ from ahpcore.sessions import calls, moves
 from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.auth import Authenticator
-from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
+from ahpcore.sessions.catalogue import CatalogueIndex, decorate_rows, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands, check_directories
 from ahpcore.sessions.contract import Backend, CatalogueRow
 from ahpcore.sessions.follow import Follower
@@ -286,6 +286,7 @@ class SessionManager:
             # A past session of a backend that cannot list (or reopen) it is not offered.
             if item["resource"] in live or item["provider"] in listing_providers
         ]
+        await decorate_rows(self.host, items)
         result: dict[str, Any] = {"items": items}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor

@@ -17,3 +17,10 @@ def ahp_changes(host: Any) -> GitChanges:
 @hookimpl
 def ahp_worktrees(host: Any) -> GitWorktrees:
     return GitWorktrees(getattr(host.settings, "worktrees_root", None))
+
+
+@hookimpl
+def ahp_session_rows(host: Any, rows: list[dict[str, Any]]) -> None:
+    port = host.ports.get("changes")
+    if isinstance(port, GitChanges):
+        port.listed.decorate(host, rows)

@@ -10,6 +10,7 @@ from typing import Any
 
 from ahp_git import git, pulls
 from ahp_git import repo as repos
+from ahp_git.facts import ListedFacts, base_branch, facts_of
 from ahp_git.operations import Invocation, offered
 from ahp_git.uris import SCHEME, parse_blob_uri
 from ahpcore.ports import ChangeScope
@@ -35,6 +36,8 @@ class GitChanges:
     def __init__(self) -> None:
         self.missing_reported = False
         self._last: dict[str, tuple[git.Status, list[dict[str, Any]]]] = {}
+        #: ``_meta.git`` on the listed rows of sessions nobody has open.
+        self.listed = ListedFacts(self._repo)
 
     async def _repo(self, directory: str) -> repos.Repo | None:
         try:
@@ -211,19 +214,5 @@ class GitChanges:
         repo = await self._repo(directory)
         if repo is None:
             return None
-        status = await repo.status()
-        facts: dict[str, Any] = {"uncommittedChanges": len(status.entries)}
-        if status.branch is not None:
-            facts["branchName"] = status.branch
-        if status.upstream is not None:
-            facts["upstreamBranchName"] = status.upstream
-        if status.ahead is not None:
-            facts["outgoingChanges"] = status.ahead
-            facts["incomingChanges"] = status.behind
-        if status.branch is not None:
-            base = await repo.run(
-                "config", "--get", f"branch.{status.branch}.vscode-merge-base", check=False
-            )
-            if base.returncode == 0 and base.stdout.strip():
-                facts["baseBranchName"] = base.stdout.decode("utf-8", "replace").strip()
-        return facts
+        status = await repo.status()  # limited to the session's folder
+        return facts_of(status, len(status.entries), await base_branch(repo, status.branch))
