@@ -303,7 +303,11 @@ class ClientActions:
             owner = chat.session if chat else None
         if owner is not None:
             session = owner
-            dispatch.after.append(lambda: self.registry.save_soon(session))
+            # A draft changes with every keystroke and is never acknowledged as kept:
+            # its save waits for the rest of the burst.
+            draft = dispatch.action["type"] == "chat/draftChanged"
+            within = self.registry.draft_save_delay if draft else 0.0
+            dispatch.after.append(lambda: self.registry.save_soon(session, within=within))
         return dispatch.action
 
     async def session_directories(self, dispatch: Dispatch) -> dict[str, Any]:
