@@ -4,10 +4,21 @@ and claude-agent-sdk only when a chat starts."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
-from urllib.parse import urlparse
-from urllib.request import url2pathname
+from urllib.parse import unquote, urlparse
+
+
+def url2pathname(path: str) -> str:
+    """``urllib.request.url2pathname``, without loading urllib.request (and http.client
+    and ssl under it) into a host that never opens a URL."""
+    if os.name == "nt":
+        from nturl2path import url2pathname as convert
+
+        return convert(path)
+    return unquote(path)
+
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
