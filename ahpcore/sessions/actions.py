@@ -297,10 +297,16 @@ class ClientActions:
         return {**dispatch.action, "activeClient": active}
 
     async def remember(self, dispatch: Dispatch) -> dict[str, Any]:
-        owner = self.registry.session_by_uri(dispatch.channel.uri)
-        if owner is None:
-            chat = self.registry.chat_by_uri(dispatch.channel.uri)
-            owner = chat.session if chat else None
+        uri = dispatch.channel.uri
+        if dispatch.channel.kind == "chat":
+            # A chat's URI names no session: found as a chat without a failed parse first.
+            chat = self.registry.chat_by_uri(uri)
+            owner = chat.session if chat else self.registry.session_by_uri(uri)
+        else:
+            owner = self.registry.session_by_uri(uri)
+            if owner is None:
+                chat = self.registry.chat_by_uri(uri)
+                owner = chat.session if chat else None
         if owner is not None:
             session = owner
             # A draft changes with every keystroke and is never acknowledged as kept:
