@@ -30,6 +30,7 @@ from ahpcore.defaults import (
 from ahpcore.logs import LEVELS, escape
 from ahpcore.logs import configure as configure_logging
 from ahpcore.plugins import PluginError, PluginManager, Selection
+from ahpcore.rpc.budget import DEFAULT_FRAMES_PER_SECOND
 
 if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
     from ahpcore.host import Host
@@ -314,6 +315,14 @@ def serve(
         bool,
         typer.Option(envvar="AHP_COMPRESSION", help="permessage-deflate on WebSocket connections."),
     ] = True,
+    inbound_frames: Annotated[
+        float,
+        typer.Option(
+            envvar="AHP_INBOUND_FRAMES",
+            help="Frames per second one connection may send (bursts of 2 s) before its "
+            "frames are refused; 0 lifts the budget.",
+        ),
+    ] = DEFAULT_FRAMES_PER_SECOND,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -341,6 +350,8 @@ def serve(
             raise Fail(
                 f"--max-frame-bytes {max_frame_bytes} is too small (at least {MIN_FRAME_BYTES})"
             )
+        if inbound_frames < 0:
+            raise Fail(f"--inbound-frames {inbound_frames} is negative (0 lifts the budget)")
         configure_logging(log_level)
         if sessions not in STORE_KINDS:
             raise Fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
@@ -353,6 +364,7 @@ def serve(
             sessions=sessions,
             max_frame_bytes=max_frame_bytes,
             compression=compression,
+            inbound_frames_per_second=inbound_frames if inbound_frames > 0 else None,
         )
         if state_dir is not None:
             settings.state_dir = state_dir

@@ -176,3 +176,34 @@ async def test_serve_stops_cleanly_on_ctrl_c(tmp_path):
         if served.process.poll() is None:
             served.process.kill()
         served.process.wait()
+
+
+async def _pings(url: str, count: int) -> list[dict]:
+    async with connect(url) as ws:
+        for ident in range(count):
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": "ping"}))
+        with anyio.fail_after(60):
+            return [json.loads(await ws.recv()) for _ in range(count)]
+
+
+@pytest.mark.anyio
+async def test_serve_inbound_frames_sets_the_budget_and_zero_lifts_it(tmp_path):
+    served = start_serve(tmp_path, "--no-token", "--no-plugins", "--inbound-frames", "2")
+    try:
+        answers = await _pings(served.url, 6)  # a burst of 2 s holds four frames
+        refused = [a for a in answers if "error" in a]
+        assert refused and "inbound budget of 2 frames/s" in refused[0]["error"]["message"]
+    finally:
+        served.process.terminate()
+        served.process.wait(timeout=10)
+    served = start_serve(tmp_path, "--no-token", "--no-plugins", "--inbound-frames", "0")
+    try:
+        answers = await _pings(served.url, 2500)  # past the default's burst of 2,000
+        assert not [a for a in answers if "error" in a]
+    finally:
+        served.process.terminate()
+        served.process.wait(timeout=10)
+    done = subprocess.run(
+        [*AHP, "serve", "--inbound-frames", "-1"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and "--inbound-frames -1.0 is negative" in done.stderr

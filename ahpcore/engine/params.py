@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
+from ahpcore.protocol.methods import HANDSHAKE_MODELS
 
 EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
 #: Other spellings taken for a literal channel (an older client's authority form).
@@ -31,6 +32,19 @@ def _models() -> ModuleType:
     return importlib.import_module("ahpcore.protocol.models")
 
 
+@cache
+def _handshake() -> ModuleType:
+    # The few a connection's first requests need, so answering initialize builds none
+    # of the others.
+    return importlib.import_module("ahpcore.protocol._generated.handshake")
+
+
+def _model(model_name: str) -> Any:
+    if model_name in HANDSHAKE_MODELS:
+        return getattr(_handshake(), model_name)
+    return getattr(_models(), model_name, None)
+
+
 def _describe(error: dict[str, Any], prefix: str) -> str:
     path = prefix
     for part in error.get("loc", ()):
@@ -41,8 +55,8 @@ def _describe(error: dict[str, Any], prefix: str) -> str:
 @cache
 def literal_channel(model_name: str) -> str | None:
     """The channel a params model declares as a literal, if it declares one."""
-    model = getattr(_models(), model_name, None)
-    if model is None or not issubclass(model, BaseModel):
+    model = _model(model_name)
+    if not isinstance(model, type) or not issubclass(model, BaseModel):
         return None
     field = model.model_fields.get("channel")
     if field is None or typing.get_origin(field.annotation) is not typing.Literal:
@@ -53,7 +67,7 @@ def literal_channel(model_name: str) -> str | None:
 
 @cache
 def _adapter(model_name: str) -> TypeAdapter[Any]:
-    return TypeAdapter(getattr(_models(), model_name))
+    return TypeAdapter(_model(model_name))
 
 
 def check(method: str, model_name: str, params: Any, *, prefix: str = "params") -> dict[str, Any]:

@@ -7,6 +7,9 @@ modules into ``ahpcore/protocol/_generated/``:
 * ``models.py``  - pydantic v2 models that keep unknown keys out of the way (lenient),
 * ``strict.py``  - the same models forbidding unknown keys, for checking frames,
 * ``state.py``   - TypedDicts for the plain state dicts the reducers handle.
+* ``handshake.py`` - the lenient models a connection's first requests (initialize,
+  reconnect, ping) are checked with, cut out of ``models.py`` so a host answers its
+  first client without building the other five hundred classes.
 
 The output is committed and must never be edited by hand; fixes belong in
 ``ahpcore/protocol/extensions.py`` or in the schema preparation below.
@@ -16,6 +19,7 @@ Needs the ``datamodel-code-generator`` package (a development dependency).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -23,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from ahpcore.protocol.methods import HANDSHAKE_MODELS
 
 SCHEMA_FILES = ("state", "actions", "commands", "notifications", "errors")
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -163,6 +169,44 @@ def _run_generator(schema_path: Path, out_file: Path, model_type: str, *extra: s
     subprocess.run(command, check=True)
 
 
+def cut_models(source: str, roots: tuple[str, ...]) -> str:
+    """The classes of ``source`` that ``roots`` need (themselves included), in their order.
+
+    The module's imports come along; so do ``model_rebuild()`` calls of the kept classes.
+    """
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    wanted: set[str] = set()
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in wanted or name not in classes:
+            continue
+        wanted.add(name)
+        todo.extend(
+            ref.id
+            for ref in ast.walk(classes[name])
+            if isinstance(ref, ast.Name) and ref.id in classes
+        )
+    parts = []
+    for node in tree.body:
+        keep = isinstance(node, ast.Import | ast.ImportFrom) or (
+            isinstance(node, ast.ClassDef) and node.name in wanted
+        )
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            keep = (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in wanted
+            )
+        if keep:
+            parts.append(ast.get_source_segment(source, node) or "")
+    imports = [p for p in parts if p.startswith(("from ", "import "))]
+    body = [p for p in parts if not p.startswith(("from ", "import "))]
+    return "\n\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n"
+
+
 def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
     """Write the generated modules into ``out_dir`` and return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -197,6 +241,10 @@ def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
             target = out_dir / file_name
             target.write_text(header + "\n".join(lines).lstrip("\n") + "\n", "utf-8")
             written.append(target)
+    handshake = out_dir / "handshake.py"
+    models_body = (out_dir / "models.py").read_text("utf-8").removeprefix(header)
+    handshake.write_text(header + cut_models(models_body, HANDSHAKE_MODELS), "utf-8")
+    written.append(handshake)
     init = out_dir / "__init__.py"
     init.write_text(header + '"""Generated protocol models; see ahpcore.protocol.codegen."""\n')
     written.append(init)

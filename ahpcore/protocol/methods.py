@@ -82,3 +82,10 @@ SERVER_NOTIFICATIONS: dict[str, str] = {
     "otlp/exportTraces": "OtlpExportTracesParams",
     "otlp/exportMetrics": "OtlpExportMetricsParams",
 }
+
+#: The params of a connection's first requests: their models are generated into a
+#: module of their own (``_generated/handshake.py``), so a host answers ``initialize``
+#: without building every protocol model.
+HANDSHAKE_MODELS: tuple[str, ...] = tuple(
+    COMMANDS[method].params for method in ("initialize", "reconnect", "ping")
+)

@@ -297,13 +297,23 @@ class ClientActions:
         return {**dispatch.action, "activeClient": active}
 
     async def remember(self, dispatch: Dispatch) -> dict[str, Any]:
-        owner = self.registry.session_by_uri(dispatch.channel.uri)
-        if owner is None:
-            chat = self.registry.chat_by_uri(dispatch.channel.uri)
-            owner = chat.session if chat else None
+        uri = dispatch.channel.uri
+        if dispatch.channel.kind == "chat":
+            # A chat's URI names no session: found as a chat without a failed parse first.
+            chat = self.registry.chat_by_uri(uri)
+            owner = chat.session if chat else self.registry.session_by_uri(uri)
+        else:
+            owner = self.registry.session_by_uri(uri)
+            if owner is None:
+                chat = self.registry.chat_by_uri(uri)
+                owner = chat.session if chat else None
         if owner is not None:
             session = owner
-            dispatch.after.append(lambda: self.registry.save_soon(session))
+            # A draft changes with every keystroke and is never acknowledged as kept:
+            # its save waits for the rest of the burst.
+            draft = dispatch.action["type"] == "chat/draftChanged"
+            within = self.registry.draft_save_delay if draft else 0.0
+            dispatch.after.append(lambda: self.registry.save_soon(session, within=within))
         return dispatch.action
 
     async def session_directories(self, dispatch: Dispatch) -> dict[str, Any]:

@@ -29,7 +29,7 @@ class Follower:
 
     def _changed(self, channel: Channel, action: dict[str, Any], before: dict[str, Any]) -> None:
         if channel.kind == "chat":
-            if states.chat_row(before) == states.chat_row(channel.state):
+            if states.same_row(before, channel.state):
                 return  # a streamed token moves nothing a row or a summary shows
             chat = self.registry.chat_by_uri(channel.uri)
             if chat is not None:

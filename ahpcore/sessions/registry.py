@@ -13,6 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ahpcore.engine.core import Engine
 from ahpcore.protocol import uris
 from ahpcore.sessions import composer
@@ -30,6 +32,11 @@ log = logging.getLogger(__name__)
 #: A chat's references to what it made (changesets, canvases), kept across restarts.
 ARTIFACT_KEYS = ("changesets", "canvases")
 
+#: How long a save of what a client only types (a draft) may wait for more of it:
+#: a burst of keystrokes costs one write. Never acknowledged as durable, so a crash
+#: loses at most this much typing; a stopping host still writes it.
+DRAFT_SAVE_DELAY = 0.5
+
 
 class SessionRegistry:
     def __init__(self, host: Host) -> None:
@@ -38,7 +45,9 @@ class SessionRegistry:
         self.store = host.session_store
         self.sessions: dict[str, LiveSession] = {}
         self.edits = EditServer()
-        self._saves_waiting: set[str] = set()
+        #: Sessions with a save waiting, and what hurries it (set: write now).
+        self._saves_waiting: dict[str, anyio.Event] = {}
+        self.draft_save_delay = DRAFT_SAVE_DELAY
         #: Awaited after every save (the catalogue index keeps its row in step).
         self.on_saved: Callable[[LiveSession, dict[str, Any]], Awaitable[None]] | None = None
 
@@ -206,16 +215,39 @@ class SessionRegistry:
         if self.on_saved is not None:
             await self.on_saved(session, record)
 
-    def save_soon(self, session: LiveSession) -> None:
-        # At most one save waits per session: it writes whatever the session holds
-        # when it runs, so a burst of changes costs one write, not one each.
-        if session.id in self._saves_waiting:
-            return
-        self._saves_waiting.add(session.id)
-        self.spawn(self._save_waiting, session, name=f"saving {session.uri}")
+    def save_soon(self, session: LiveSession, *, within: float = 0.0) -> None:
+        """Save the session's record in the background, within ``within`` seconds.
 
-    async def _save_waiting(self, session: LiveSession) -> None:
-        self._saves_waiting.discard(session.id)
+        At most one save waits per session: it writes whatever the session holds
+        when it runs, so a burst of changes costs one write, not one each. A
+        prompt save (``within`` 0) hurries one that waits.
+        """
+        hurry = self._saves_waiting.get(session.id)
+        if hurry is not None:
+            if within <= 0:
+                hurry.set()
+            return
+        hurry = anyio.Event()
+        if within <= 0:
+            hurry.set()
+        self._saves_waiting[session.id] = hurry
+        self.spawn(self._save_waiting, session, hurry, within, name=f"saving {session.uri}")
+
+    async def _save_waiting(self, session: LiveSession, hurry: anyio.Event, within: float) -> None:
+        try:
+            if not hurry.is_set():
+                with anyio.move_on_after(within):
+                    await hurry.wait()
+        except anyio.get_cancelled_exc_class():
+            # The host is stopping: what waited is written before the store closes.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(10):
+                await self._save_now(session, hurry)
+            raise
+        await self._save_now(session, hurry)
+
+    async def _save_now(self, session: LiveSession, hurry: anyio.Event) -> None:
+        if self._saves_waiting.get(session.id) is hurry:
+            del self._saves_waiting[session.id]
         if self.sessions.get(session.id) is session:  # a disposed session stays deleted
             await self.save(session)
 

@@ -80,6 +80,18 @@ def chat_row(chat: Mapping[str, Any]) -> State:
     return {key: chat[key] for key in CHAT_ROW_FIELDS if key in chat}
 
 
+def same_row(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """``chat_row(a) == chat_row(b)``, without building either (asked on every chat change)."""
+    for key in CHAT_ROW_FIELDS:
+        x, y = a.get(key, _ABSENT), b.get(key, _ABSENT)
+        if x is not y and x != y:
+            return False
+    return True
+
+
+_ABSENT = object()
+
+
 def compact_row(row: Mapping[str, Any]) -> State:
     """The ``SessionChatSummary`` a root summary carries for a chat row."""
     return {key: row[key] for key in COMPACT_ROW_FIELDS if key in row}

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 import anyio
 from claude_agent_sdk import (
@@ -39,6 +37,7 @@ from ahp_claude import client_tools, questions, rebuild, shell, tools
 from ahp_claude.background import BackgroundTasks
 from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
+from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.own_turns import OwnTurns
 from ahp_claude.turn_state import (
     Call,
@@ -64,7 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 SIGN_IN = (
@@ -78,26 +76,9 @@ DRAIN_SECONDS = 5.0
 #: The answers a tool call that asks offers.
 ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
 
-Spawn = Callable[..., None]
-
 
 class ClaudeTurnFailed(RuntimeError):
     """The CLI ended a turn in an error (its own words)."""
-
-
-def to_path(directory: str) -> str:
-    """A working directory as a path (the protocol names them by file URI)."""
-    if directory.startswith("file:"):
-        return url2pathname(urlparse(directory).path)
-    return directory
-
-
-def entry_uuid(session_id: str, turn_id: str) -> str:
-    """The transcript uuid a turn's message is stored under: the turn id when it is a UUID."""
-    try:
-        return str(uuid.UUID(turn_id))
-    except ValueError:
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"ahp-claude:{session_id}:{turn_id}"))
 
 
 class ClaudeAgent:

@@ -11,11 +11,11 @@ import shutil
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ahp_claude import customizations, shell, transcripts
-from ahp_claude.agent import PERMISSION_MODES, ClaudeAgent, Spawn, entry_uuid, to_path
 from ahp_claude.index import Row, TranscriptIndex
+from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.probe import Watcher, run_probe, session_model
 from ahpcore.sessions.contract import (
     Abilities,
@@ -25,6 +25,9 @@ from ahpcore.sessions.contract import (
     ChatStart,
     TranscriptReader,
 )
+
+if TYPE_CHECKING:  # claude-agent-sdk is loaded when the first chat starts, not with the host
+    from ahp_claude.agent import ClaudeAgent
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +202,8 @@ class ClaudeBackend:
 
     # -- chats ----------------------------------------------------------------------------
     async def start(self, start: ChatStart) -> ClaudeAgent:
+        from ahp_claude.agent import ClaudeAgent
+
         agent = ClaudeAgent(self, start, self.spawn)
         self.live[start.backend_id] = agent
         if self.server_info:

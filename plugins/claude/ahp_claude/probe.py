@@ -8,13 +8,15 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,8 @@ def session_model(model: Mapping[str, Any], provider: str) -> dict[str, Any]:
 
 
 async def server_info(env: Mapping[str, str], cwd: str) -> dict[str, Any]:
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
+
     client = ClaudeSDKClient(ClaudeAgentOptions(env=dict(env), cwd=cwd))
     await client.connect()
     try:
@@ -63,14 +67,33 @@ async def server_info(env: Mapping[str, str], cwd: str) -> dict[str, Any]:
             await client.disconnect()
 
 
+#: How long the boot probe may take (a CLI start and one question) before it is given up.
+PROBE_SECONDS = 120.0
+
+
 def run_probe(
     env: Mapping[str, str], cwd: str, done: Callable[[dict[str, Any]], None]
 ) -> threading.Thread:
-    """Ask a CLI what it offers, in a thread; ``done`` gets the answer (or nothing on failure)."""
+    """Ask a CLI what it offers, in a thread; ``done`` gets the answer (or nothing on failure).
+
+    The asking runs in a child Python process: claude-agent-sdk is heavy to load, and
+    a host that never starts a Claude chat should not carry it.
+    """
 
     def probe() -> None:
         try:
-            info = anyio.run(server_info, env, cwd)
+            answer = subprocess.run(
+                [sys.executable, "-m", "ahp_claude.probe"],
+                input=json.dumps({"env": dict(env), "cwd": cwd}),
+                capture_output=True,
+                text=True,
+                timeout=PROBE_SECONDS,
+                check=False,
+            )
+            if answer.returncode != 0:
+                said = answer.stderr.strip().splitlines()
+                raise RuntimeError(said[-1] if said else f"exit status {answer.returncode}")
+            info = json.loads(answer.stdout)
         except Exception as exc:
             log.info("the Claude CLI could not be asked what it offers: %s", exc)
             return
@@ -79,6 +102,13 @@ def run_probe(
     thread = threading.Thread(target=probe, name="claude probe", daemon=True)
     thread.start()
     return thread
+
+
+def _probe_main() -> None:
+    """``python -m ahp_claude.probe``: the asked environment and folder on stdin, JSON out."""
+    asked = json.load(sys.stdin)
+    info = anyio.run(server_info, asked["env"], asked["cwd"])
+    json.dump(info, sys.stdout)
 
 
 class Watcher:
@@ -123,3 +153,7 @@ class Watcher:
     def close(self) -> None:
         self.stop.set()
         self._thread.join(timeout=2)
+
+
+if __name__ == "__main__":
+    _probe_main()

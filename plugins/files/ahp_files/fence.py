@@ -12,10 +12,20 @@ import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
+from urllib.parse import unquote, urlsplit
 
 from ahpcore.protocol.errors import INVALID_PARAMS, PERMISSION_DENIED, ProtocolError
+
+
+def url2pathname(path: str) -> str:
+    """``urllib.request.url2pathname``, without loading urllib.request (and http.client
+    and ssl under it) into a host that never opens a URL."""
+    if os.name == "nt":
+        from nturl2path import url2pathname as convert
+
+        return convert(path)
+    return unquote(path)
+
 
 #: ``AHP_FILES_REACH=machine`` lets every connection reach the whole machine.
 ENV_REACH = "AHP_FILES_REACH"

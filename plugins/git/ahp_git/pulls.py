@@ -13,8 +13,6 @@ import base64
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +54,10 @@ async def github_of(repo: Repo) -> GitHubRepo | None:
 
 
 async def _api(method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+    # With http.client and ssl under them: loaded when GitHub is first asked.
+    import urllib.error
+    import urllib.request
+
     request = urllib.request.Request(
         api_base() + path,
         method=method,

@@ -1,0 +1,76 @@
+"""A host answers its first client without loading what only later requests need."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+#: Loaded only when a request needs them: the full protocol models (hundreds of
+#: classes), the Claude SDK (a chat on the claude backend).
+HEAVY = ("ahpcore.protocol._generated.models", "claude_agent_sdk")
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, sys, tempfile
+    from pathlib import Path
+
+    import anyio
+    from websockets.asyncio.client import connect
+
+    from ahpcore.host import Host, HostSettings
+    from ahpcore.plugins import PluginManager
+    from ahpcore.transports.websocket import start_websocket_server
+
+    async def main():
+        with tempfile.TemporaryDirectory() as tmp:
+            host = Host(PluginManager(), HostSettings(port=0, state_dir=Path(tmp)))
+            async with host:
+                server = await start_websocket_server(
+                    host.serve_connection,
+                    host="127.0.0.1",
+                    port=0,
+                    token=None,
+                    max_frame_bytes=1 << 20,
+                    compression=False,
+                )
+                port = next(iter(server.sockets)).getsockname()[1]
+                async with connect(f"ws://127.0.0.1:{port}/") as ws:
+                    for ident, method, params in (
+                        (1, "initialize", {"protocolVersions": ["1.0.0"], "clientId": "a"}),
+                        (2, "ping", {}),
+                        (3, "initialize", {"protocolVersions": "1.0.0", "clientId": "b"}),
+                    ):
+                        await ws.send(json.dumps(
+                            {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+                        ))
+                        print(json.dumps(json.loads(await ws.recv())))
+                print(json.dumps(sorted(m for m in sys.argv[1:] if m in sys.modules)))
+                server.close()
+                await server.wait_closed()
+
+    anyio.run(main)
+    """
+)
+
+
+def test_initialize_and_ping_load_neither_the_full_models_nor_the_claude_sdk():
+    env = {**os.environ, "AHP_CLAUDE_PROBE": "0", "AHP_CLAUDE_WATCH": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *HEAVY],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    *answers, loaded = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
+    first, pong, bad = (json.loads(a) for a in answers)
+    assert first["result"]["protocolVersion"] == "1.0.0"
+    assert pong["id"] == 2 and "error" not in pong
+    # Bad handshake params are still refused, naming the field.
+    assert bad["error"]["code"] == -32602
+    assert "protocolVersions" in bad["error"]["message"]
+    assert json.loads(loaded) == []
