@@ -207,3 +207,24 @@ async def test_serve_inbound_frames_sets_the_budget_and_zero_lifts_it(tmp_path):
         [*AHP, "serve", "--inbound-frames", "-1"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and "--inbound-frames -1.0 is negative" in done.stderr
+
+
+@pytest.mark.anyio
+async def test_serve_freezes_its_start_up_heap_once_listening(tmp_path):
+    # Full collections walking the start-up heap stalled every client for 0.1-0.9 s
+    # during large listings; a serving host keeps that heap out of them.
+    served = start_serve(
+        tmp_path, "--no-token", "--no-plugins", "--sessions", "memory", "--log-level", "debug"
+    )
+    try:
+        async with connect(served.url) as ws:  # still serving after the freeze
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            with anyio.fail_after(30):
+                assert json.loads(await ws.recv())["id"] == 1
+    finally:
+        served.process.terminate()
+        served.process.wait(timeout=30)
+    log = served.process.stderr.read() if served.process.stderr else ""
+    match = re.search(r"start-up heap frozen: (\d+) objects", log)
+    assert match is not None, log[-2000:]
+    assert int(match.group(1)) > 10_000  # modules, the host, the models: not a handful
