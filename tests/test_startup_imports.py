@@ -9,8 +9,13 @@ import sys
 import textwrap
 
 #: Loaded only when a request needs them: the full protocol models (hundreds of
-#: classes), the Claude SDK (a chat on the claude backend).
-HEAVY = ("ahpcore.protocol._generated.models", "claude_agent_sdk")
+#: classes), the Claude SDK (a chat on the claude backend), the YAML parser (the
+#: scripted demo's script, read by its first turn).
+HEAVY = (
+    "ahpcore.protocol._generated.models",
+    "claude_agent_sdk",
+    "yaml",
+)
 
 SCRIPT = textwrap.dedent(
     """

@@ -249,11 +249,11 @@ class ScriptedBackend:
         late_models: Sequence[str] = (),
     ) -> None:
         if script is None:
-            from ahp_scripted.demo import demo_script, host_variables
+            from ahp_scripted.demo import host_variables
 
-            script = demo_script()
             variables = variables or host_variables()
-        self.script = script
+        #: None until the demo is first needed: parsing it is a tenth of a host's start.
+        self._script = script
         self.store = ConversationStore(Path(state_dir) if state_dir is not None else None)
         self._save_locks: dict[str, anyio.Lock] = {}
         #: The rows of the catalogue listing under way: ((generation, directory), rows).
@@ -294,6 +294,25 @@ class ScriptedBackend:
                 found.append({"value": str(value), "label": label})
         return found
 
+    @property
+    def script(self) -> Script:
+        if self._script is None:
+            from ahp_scripted.demo import demo_script
+
+            self._script = demo_script()
+        return self._script
+
+    @script.setter
+    def script(self, script: Script) -> None:
+        self._script = script
+
+    def _agent_texts(self) -> tuple[str, str]:
+        if self._script is None:
+            from ahp_scripted.demo import DEMO_DESCRIPTION, DEMO_NAME
+
+            return DEMO_NAME, DEMO_DESCRIPTION
+        return self._script.name, self._script.description
+
     def attach(self, notifier: BackendNotifier) -> None:
         self.notifier = notifier
 
@@ -301,11 +320,12 @@ class ScriptedBackend:
         models = [{"id": MODEL_ID, "provider": PROVIDER, "name": "Scripted"}]
         if self._started_once:
             models += [{"id": m, "provider": PROVIDER, "name": m} for m in self.late_models]
+        name, description = self._agent_texts()
         return [
             {
                 "provider": PROVIDER,
-                "displayName": self.script.name,
-                "description": self.script.description,
+                "displayName": name,
+                "description": description,
                 "models": models,
             }
         ]

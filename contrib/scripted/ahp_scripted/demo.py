@@ -7,19 +7,25 @@ from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING
 
-from ahp_scripted.loader import loads_script
-from ahp_scripted.script import Script
-
 if TYPE_CHECKING:
+    from ahp_scripted.script import Script
     from ahpcore.host import Host
+
+#: The demo's ``name`` and ``description`` (as in ``demo.yaml``, which a test holds
+#: them to): the host lists the agent at start, before anyone needs the script.
+DEMO_NAME = "Demo agent"
+DEMO_DESCRIPTION = 'A scripted demo agent that shows what a client can do. Say "help".'
 
 
 @functools.cache
 def demo_script() -> Script:
     """The demo agent's script (``demo.yaml`` in this package).
 
-    Its questions are checked by this package's tests, not each time a host starts.
+    Its questions are checked by this package's tests, not each time a host starts;
+    it is read (with the YAML parser) when the first turn needs it, not at start.
     """
+    from ahp_scripted.loader import loads_script
+
     return loads_script(demo_text(), format="yaml", source=DEMO_SOURCE, check_shapes=False)
 
 

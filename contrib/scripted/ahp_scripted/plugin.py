@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from ahp_scripted.backend import ScriptedBackend
 from ahp_scripted.demo import host_variables
-from ahp_scripted.loader import load_script
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -25,7 +24,11 @@ SCRIPT_ENV = "AHP_SCRIPTED_SCRIPT"
 @hookimpl
 def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
     path = os.environ.get(SCRIPT_ENV)
-    script = load_script(path) if path else None
+    script = None
+    if path:
+        from ahp_scripted.loader import load_script  # the demo needs no loader at start
+
+        script = load_script(path)
     register(
         ScriptedBackend(
             host.settings.state_dir / "scripted",

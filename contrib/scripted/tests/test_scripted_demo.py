@@ -12,7 +12,7 @@ from scripted_harness import Chat, chat_start, fixed_clock
 
 import ahp_scripted.plugin
 from ahp_scripted import ScriptedBackend, demo_script
-from ahp_scripted.demo import DEMO_SOURCE, demo_text
+from ahp_scripted.demo import DEMO_DESCRIPTION, DEMO_NAME, DEMO_SOURCE, demo_text
 from ahp_scripted.loader import loads_script
 from ahp_scripted.script import ScriptError
 from ahpcore.host import Host, HostSettings
@@ -129,6 +129,16 @@ def test_the_demo_script_is_valid_and_has_a_default() -> None:
     # Start-up skips the schema check of the demo's questions; this is where it runs.
     checked = loads_script(demo_text(), format="yaml", source=DEMO_SOURCE)
     assert checked == script
+
+
+def test_the_demo_is_listed_before_it_is_read_and_the_same_after(tmp_path: Path) -> None:
+    backend = ScriptedBackend(tmp_path)
+    before = backend.agents()
+    assert backend._script is None  # listing the agent did not parse the demo
+    assert before[0]["displayName"] == demo_script().name == DEMO_NAME
+    assert before[0]["description"] == demo_script().description == DEMO_DESCRIPTION
+    assert backend.script == demo_script()  # read on first use
+    assert backend.agents() == before
 
 
 def test_a_question_shape_is_checked_unless_told_otherwise() -> None:
