@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import anyio.abc
-import typer
 
 from ahpcore import __version__
 from ahpcore.defaults import (
@@ -34,19 +33,16 @@ from ahpcore.plugins import PluginError, PluginManager, Selection
 from ahpcore.rpc.budget import DEFAULT_FRAMES_PER_SECOND
 
 if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
+    import typer
+
     from ahpcore.host import Host
+
+    PluginsOption = str | None
+    NoPluginsOption = bool
 
 #: The session stores ``ahpcore.store`` opens (checked against it when serving).
 STORE_KINDS = ("file", "memory")
 
-app = typer.Typer(
-    name="ahp",
-    help="A plugin-first host for the Agent Host Protocol.",
-    no_args_is_help=True,
-    add_completion=False,
-    # Plain help: rich help shows a "<bool>" placeholder after flags that take no value.
-    rich_markup_mode=None,
-)
 log = logging.getLogger("ahp")
 
 #: A token chosen by the user must be at least this long ...
@@ -60,26 +56,66 @@ MIN_FRAME_BYTES = 4096
 #: Boolean flags take no value; typer would show ``<bool>`` after them.
 _FLAG: dict[str, Any] = {"metavar": ""}
 
-PluginsOption = Annotated[
-    str | None,
-    typer.Option(
-        "--plugins",
-        envvar="AHP_PLUGINS",
-        metavar="<names>",
-        show_default="every installed plugin",
-        help="Load only these plugins (comma-separated names) besides the essential ones.",
-    ),
-]
-NoPluginsOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-plugins",
-        envvar="AHP_NO_PLUGINS",
-        help="Protocol only: load the essential core plugins alone.",
-        show_default="off",
-        **_FLAG,
-    ),
-]
+
+def _build_app() -> typer.Typer:
+    """The typer application: ``ahp serve`` with plain options runs without it (a tenth
+    of a second of imports at every start); help, errors and other commands use it.
+
+    The commands' annotations are strings naming ``typer`` and the shared option types,
+    resolved from this module's globals when typer reads them.
+    """
+    import typer
+
+    globals()["typer"] = typer
+    globals()["PluginsOption"] = Annotated[
+        str | None,
+        typer.Option(
+            "--plugins",
+            envvar="AHP_PLUGINS",
+            metavar="<names>",
+            show_default="every installed plugin",
+            help="Load only these plugins (comma-separated names) besides the essential ones.",
+        ),
+    ]
+    globals()["NoPluginsOption"] = Annotated[
+        bool,
+        typer.Option(
+            "--no-plugins",
+            envvar="AHP_NO_PLUGINS",
+            help="Protocol only: load the essential core plugins alone.",
+            show_default="off",
+            **_FLAG,
+        ),
+    ]
+    built = typer.Typer(
+        name="ahp",
+        help="A plugin-first host for the Agent Host Protocol.",
+        no_args_is_help=True,
+        add_completion=False,
+        # Plain help: rich help shows a "<bool>" placeholder after flags that take no value.
+        rich_markup_mode=None,
+    )
+    built.callback()(_root)
+    built.command()(serve)
+    built.command("plugins")(plugins_command)
+    built.command("compat")(compat_command)
+    built.command()(version)
+    return built
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # built once, on first use; then an ordinary global
+        built = globals()["app"] = _build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _echo(message: str, err: bool = False) -> None:
+    """``typer.echo`` of one plain line, for the serve path, which runs without typer."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is not None:
+        stream.write(f"{message}\n")
+        stream.flush()
 
 
 class Fail(Exception):
@@ -214,7 +250,6 @@ def _version_flag(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -230,7 +265,6 @@ def _root(
     """A plugin-first host for the Agent Host Protocol."""
 
 
-@app.command()
 def serve(
     host: Annotated[
         str, typer.Option(envvar="AHP_HOST", help="Address to listen on.")
@@ -380,11 +414,11 @@ def serve(
     except BaseException as exc:  # one line for what the user can act on, never a traceback
         for leaf in _leaves(exc):
             if isinstance(leaf, Fail):
-                typer.echo(f"ahp: {leaf}", err=True)
-                raise typer.Exit(leaf.code) from None
+                _echo(f"ahp: {leaf}", err=True)
+                raise SystemExit(leaf.code) from None
             if isinstance(leaf, PluginError):
-                typer.echo(f"ahp: {leaf}", err=True)
-                raise typer.Exit(2) from None
+                _echo(f"ahp: {leaf}", err=True)
+                raise SystemExit(2) from None
         raise
 
 
@@ -463,7 +497,7 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
     from ahpcore.transports import stdio as stdio_transport
 
     for failure in host.plugins.failures:
-        typer.echo(f"ahp: plugin {failure.name} left out: {escape(failure.error)}", err=True)
+        _echo(f"ahp: plugin {failure.name} left out: {escape(failure.error)}", err=True)
     settings = host.settings
     # Signals are taken over before anything is printed: a Ctrl-C right after the
     # banner stops the host cleanly rather than interrupting it.
@@ -477,7 +511,7 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
             async def frames() -> bytes | None:
                 return await stdio_transport.read_line(reader)
 
-            typer.echo(
+            _echo(
                 f"ahp {__version__} serving one client on stdio; state in "
                 f"{settings.state_dir}; plugins: {_plugin_list(host)}",
                 err=True,
@@ -492,20 +526,20 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
             bound = next(iter(servers[0].sockets)).getsockname()
             shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
             url = f"ws://{shown_host}:{bound[1]}/"
-            typer.echo(f"ahp {__version__} listening on {url}")
+            _echo(f"ahp {__version__} listening on {url}")
             if options.socket is not None:
-                typer.echo(f"also listening on unix socket {options.socket}")
+                _echo(f"also listening on unix socket {options.socket}")
             if options.token:
-                typer.echo(f"connection token: {options.token}")
-                typer.echo(f"connect with: {url}?token={options.token}")
-            typer.echo(f"state in {settings.state_dir}", err=True)
-            typer.echo(f"plugins: {_plugin_list(host)}", err=True)
-            typer.echo("press Ctrl-C to stop", err=True)
+                _echo(f"connection token: {options.token}")
+                _echo(f"connect with: {url}?token={options.token}")
+            _echo(f"state in {settings.state_dir}", err=True)
+            _echo(f"plugins: {_plugin_list(host)}", err=True)
+            _echo("press Ctrl-C to stop", err=True)
             sys.stdout.flush()
             await anyio.sleep_forever()  # until a signal cancels the group
         finally:
             await _close_all(servers)
-            typer.echo("ahp stopped", err=True)
+            _echo("ahp stopped", err=True)
 
 
 def _freeze_startup_heap() -> None:
@@ -531,7 +565,6 @@ async def _stop_on_signal(
             return
 
 
-@app.command("plugins")
 def plugins_command(
     as_json: Annotated[
         bool,
@@ -578,7 +611,6 @@ def plugins_command(
         typer.echo(f"{failure.name}  FAILED: {failure.error}", err=True)
 
 
-@app.command("compat")
 def compat_command(
     as_json: Annotated[
         bool,
@@ -624,14 +656,112 @@ def _print_version() -> None:
     typer.echo(f"ahp {__version__} (protocol {', '.join(SUPPORTED_VERSIONS)})")
 
 
-@app.command()
 def version() -> None:
     """Print the host's version and the protocol versions it speaks."""
     _print_version()
 
 
+#: ``ahp serve``'s options as ``_plain_serve_options`` reads them: option ->
+#: (parameter of ``serve``, kind, environment variable). A test holds it to typer's.
+SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
+    "--host": ("host", "str", "AHP_HOST"),
+    "--port": ("port", "int", "AHP_PORT"),
+    "--plugins": ("plugins", "str", "AHP_PLUGINS"),
+    "--no-plugins": ("no_plugins", "flag", "AHP_NO_PLUGINS"),
+    "--sessions": ("sessions", "str", "AHP_SESSIONS"),
+    "--token": ("token", "str", "AHP_TOKEN"),
+    "--token-file": ("token_file", "path", "AHP_TOKEN_FILE"),
+    "--no-token": ("no_token", "flag", "AHP_NO_TOKEN"),
+    "--allow-origin": ("allow_origin", "multiple", "AHP_ALLOW_ORIGINS"),
+    "--stdio": ("stdio", "flag", "AHP_STDIO"),
+    "--socket": ("socket_path", "path", "AHP_SOCKET"),
+    "--max-frame-bytes": ("max_frame_bytes", "int", "AHP_MAX_FRAME_BYTES"),
+    "--compression": ("compression", "flag", "AHP_COMPRESSION"),
+    "--no-compression": ("compression", "flag-off", "AHP_COMPRESSION"),
+    "--inbound-frames": ("inbound_frames", "float", "AHP_INBOUND_FRAMES"),
+    "--state-dir": ("state_dir", "path", "AHP_STATE_DIR"),
+    "--log-level": ("log_level", "str", "AHP_LOG_LEVEL"),
+    "--worktrees-root": ("worktrees_root", "path", "AHP_WORKTREES_ROOT"),
+}
+_BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
+
+
+def _plain_value(kind: str, text: str) -> Any:
+    """``text`` as typer would pass it, or None when only typer should judge it."""
+    if not text:
+        return None
+    if kind == "int":
+        return (
+            int(text)
+            if text == "0" or (text.isascii() and text.isdigit() and text[0] != "0")
+            else None
+        )
+    if kind == "float":
+        whole, dot, part = text.partition(".")
+        plain = _plain_value("int", whole) is not None and (
+            not dot or (part.isascii() and part.isdigit())
+        )
+        return float(text) if plain else None
+    if kind == "path":
+        return Path(text)
+    if kind in ("flag", "flag-off"):
+        return _BOOLEANS.get(text)
+    return text  # str, multiple
+
+
+def _plain_serve_options(args: list[str]) -> dict[str, Any] | None:
+    """``serve``'s arguments for the common case, read without typer; None for anything
+    else (help, a mistake, an unusual spelling), which typer then reads and reports."""
+    given: dict[str, Any] = {}
+    index = 0
+    while index < len(args):
+        name, eq, inline = args[index].partition("=")
+        spec = SERVE_OPTIONS.get(name)
+        if spec is None:
+            return None
+        param, kind, _ = spec
+        index += 1
+        if kind in ("flag", "flag-off"):
+            if eq:
+                return None
+            given[param] = kind == "flag"
+            continue
+        if not eq:
+            if index >= len(args):
+                return None
+            inline, index = args[index], index + 1
+        value = _plain_value(kind, inline)
+        if value is None or inline.startswith("-"):
+            return None
+        if kind == "multiple":
+            given.setdefault(param, []).append(value)
+        else:
+            given[param] = value
+    for param, kind, envvar in SERVE_OPTIONS.values():
+        text = os.environ.get(envvar)
+        if param in given or text is None:
+            continue
+        value = None if kind == "multiple" else _plain_value(kind, text)
+        if value is None:
+            return None
+        given[param] = value
+    return given
+
+
 def main() -> None:
     """Run the command; a usage error is one line ``ahp: ...`` and exit code 2."""
+    args = sys.argv[1:]
+    if args[:1] == ["serve"] and (options := _plain_serve_options(args[1:])) is not None:
+        try:
+            serve(**options)
+        except KeyboardInterrupt:
+            _echo("", err=True)
+            _echo("ahp: stopped", err=True)
+            sys.exit(130)
+        sys.exit(0)
+    import typer
+
+    app = globals().get("app") or __getattr__("app")
     try:
         code = app(prog_name="ahp", standalone_mode=False)
     except (typer.Abort, KeyboardInterrupt):
