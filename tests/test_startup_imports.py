@@ -79,3 +79,75 @@ def test_initialize_and_ping_load_neither_the_full_models_nor_the_claude_sdk():
     assert bad["error"]["code"] == -32602
     assert "protocolVersions" in bad["error"]["message"]
     assert json.loads(loaded) == []
+
+
+OFF_LOOP = textwrap.dedent(
+    """
+    import json, sys, tempfile, threading
+    from pathlib import Path
+
+    import anyio
+    from websockets.asyncio.client import connect
+
+    from ahpcore.host import Host, HostSettings
+    from ahpcore.plugins import PluginManager
+    from ahpcore.transports.websocket import start_websocket_server
+
+    FULL = "ahpcore.protocol._generated.models"
+    built_in = []
+
+    class Watch:  # notes which thread imports the full models
+        def find_spec(self, name, path=None, target=None):
+            if name == FULL:
+                built_in.append(threading.current_thread() is threading.main_thread())
+            return None
+
+    sys.meta_path.insert(0, Watch())
+
+    async def main():
+        with tempfile.TemporaryDirectory() as tmp:
+            host = Host(PluginManager(), HostSettings(port=0, state_dir=Path(tmp)))
+            async with host:
+                server = await start_websocket_server(
+                    host.serve_connection, host="127.0.0.1", port=0, token=None,
+                    max_frame_bytes=1 << 20, compression=False,
+                )
+                port = next(iter(server.sockets)).getsockname()[1]
+                async with connect(f"ws://127.0.0.1:{port}/") as ws:
+                    for ident, method, params in (
+                        (1, "initialize", {"protocolVersions": ["1.0.0"], "clientId": "a"}),
+                        (2, "listSessions", {}),
+                        (3, "listSessions", {"limit": "x"}),
+                    ):
+                        await ws.send(json.dumps(
+                            {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
+                        ))
+                        print(json.dumps(json.loads(await ws.recv())))
+                print(json.dumps(built_in))
+                server.close()
+                await server.wait_closed()
+
+    anyio.run(main)
+    """
+)
+
+
+def test_the_first_request_needing_the_full_models_builds_them_off_the_event_loop():
+    env = {**os.environ, "AHP_CLAUDE_PROBE": "0", "AHP_CLAUDE_WATCH": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", OFF_LOOP],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=True,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
+    *answers, built_in = lines
+    first, listed, bad = (json.loads(a) for a in answers)
+    assert first["result"]["protocolVersion"] == "1.0.0"
+    assert "items" in listed["result"]
+    # The models still check what they checked, once built.
+    assert bad["error"]["code"] == -32602 and "limit" in bad["error"]["message"]
+    # Built once, and not by the thread running the event loop.
+    assert json.loads(built_in) == [False]

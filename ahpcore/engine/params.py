@@ -13,6 +13,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
+import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
@@ -30,6 +31,15 @@ def _models() -> ModuleType:
     # Several hundred generated classes: loaded when the first params are checked,
     # not when the host starts, so start-up and idle memory do not pay for them.
     return importlib.import_module("ahpcore.protocol.models")
+
+
+async def load_models(model_name: str) -> None:
+    """Build the full models in a worker thread when ``model_name`` is the first to need
+    them: their 0.2-0.4 s of class building would otherwise hold the event loop, and
+    every other client with it, inside the first request after a start."""
+    if model_name in HANDSHAKE_MODELS or _models.cache_info().currsize:
+        return
+    await anyio.to_thread.run_sync(_models)
 
 
 @cache

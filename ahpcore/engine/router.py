@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ahpcore.engine.clients import Client
-from ahpcore.engine.params import check
+from ahpcore.engine.params import check, load_models
 from ahpcore.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
 from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
 
@@ -92,6 +92,7 @@ class Router:
         if not client.initialized and method not in BEFORE_INITIALIZE:
             raise ProtocolError(INVALID_REQUEST, f"send initialize before {method}")
         if route.params_model is not None:
+            await load_models(route.params_model)
             params = check(method, route.params_model, params)
         elif params is None:
             params = {}
@@ -104,6 +105,8 @@ class Router:
         handler = self.notifications.get(method)
         if handler is None:
             return  # JSON-RPC: a notification is never answered, not even to refuse it
+        if method in CLIENT_NOTIFICATIONS:
+            await load_models(CLIENT_NOTIFICATIONS[method])
         if method in CLIENT_NOTIFICATIONS and method != "dispatchAction":
             params = check(method, CLIENT_NOTIFICATIONS[method], params)
         result = handler(client, params)
