@@ -158,13 +158,18 @@ class TurnReporter(Protocol):
         """A line saying what a running call is doing now (a subagent's progress)."""
         ...
 
-    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+    def subagent(
+        self, call_id: str, name: str, description: str, *, background: bool = False
+    ) -> TurnReporter:
         """The call ``call_id`` runs a subagent: the core opens a child chat for it.
 
         The child chat (origin ``{kind: "tool"}``) is linked from the call, and
         what the subagent does is reported through the returned reporter as one
         turn of that chat, which ends when the parent's call completes (or its
-        turn ends). Rebuilding a transcript uses the same call.
+        turn ends). A ``background`` subagent works on after both: its turn
+        (and the returned reporter) lasts until the agent says it ended with
+        ``SessionReporter.subagent_ended``, or the agent closes. Rebuilding a
+        transcript uses the same call.
         """
         ...
 
@@ -319,6 +324,11 @@ class SessionReporter(Protocol):
 
     def background_work_removed(self, work_id: str) -> None:
         """Background work ended."""
+        ...
+
+    def subagent_ended(self, call_id: str, *, success: bool = True) -> None:
+        """A background subagent (``TurnReporter.subagent(..., background=True)``) finished:
+        its child chat's turn ends (complete, or error when it failed)."""
         ...
 
     def customizations(self, items: Sequence[Mapping[str, JSON]]) -> None:

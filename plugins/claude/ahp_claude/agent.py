@@ -110,8 +110,14 @@ class ClaudeAgent:
         #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
         self.custom = Customizations(self)
         self.background = BackgroundTasks(
-            start.report, command_of=self._command_of, open_subagent=self._open_subagent
+            start.report,
+            command_of=self._command_of,
+            open_subagent=self._open_subagent,
+            subagent_ended=self._detached_ended,
         )
+        #: Subagents running in the background, by the call that started them: each reports
+        #: into its child chat as a turn of its own, which outlives the turn that began it.
+        self._detached: dict[str, Turn] = {}
         self.own_turns = OwnTurns(self)
         self.model_meta = ModelMeta(start.report, backend.server_info.get("models") or ())
         self.model_meta.chosen(start.config.get("model") or None)
@@ -220,6 +226,9 @@ class ClaudeAgent:
             if turn is not None and not turn.done.is_set():
                 turn.error = self._failure or "Claude Code exited"
                 turn.done.set()
+            if not self.closed:  # closing, the chat ends them as cancelled
+                for call_id in list(self._detached):
+                    self._detached_ended(call_id, False)
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 try:
                     await client.disconnect()
@@ -376,6 +385,10 @@ class ClaudeAgent:
         running = self._turn
         if self.background.on_message(message):
             return
+        detached = self._detached.get(getattr(message, "parent_tool_use_id", None) or "")
+        if detached is not None:
+            self._on_detached(detached, message)
+            return
         if (running is None or running.done.is_set()) and self.own_turns.take(message):
             return  # the CLI began a turn of its own
         if isinstance(message, ResultMessage) and message.num_turns == 0 and self._client:
@@ -427,6 +440,37 @@ class ClaudeAgent:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
 
+    def _on_detached(self, detached: Turn, message: Any) -> None:
+        """A message of a subagent running in the background, for its own child chat."""
+        try:
+            if isinstance(message, StreamEvent):
+                self._on_event(detached, detached.main, message.event)
+            elif isinstance(message, AssistantMessage):
+                for block in message.content:
+                    if isinstance(block, ToolUseBlock):
+                        self._tool_ready(detached, detached.main, block)
+                    elif not detached.main.partial and isinstance(block, TextBlock):
+                        detached.report.text(block.text)
+                    elif not detached.main.partial and isinstance(block, ThinkingBlock):
+                        detached.report.reasoning(block.thinking)
+            elif isinstance(message, UserMessage) and isinstance(message.content, list):
+                for block in message.content:
+                    if isinstance(block, ToolResultBlock):
+                        self._on_tool_result(detached, block)
+        except Exception:  # the subagent's chat may go quiet; its parent's chat goes on
+            log.warning("reporting a background subagent failed", exc_info=True)
+
+    def _detached_ended(self, call_id: str, success: bool) -> None:
+        """The CLI said a background subagent finished: so does its child chat's turn."""
+        detached = self._detached.pop(call_id, None)
+        if detached is None or self.start.report is None:
+            return
+        detached.done.set()
+        try:
+            self.start.report.subagent_ended(call_id, success=success)
+        except Exception:
+            log.warning("ending a background subagent's chat failed", exc_info=True)
+
     def _command_of(self, call_id: str) -> str | None:
         """The command line of the Bash call ``call_id`` of the running turn."""
         call = self._turn.calls.get(call_id) if self._turn is not None else None
@@ -464,11 +508,16 @@ class ClaudeAgent:
             )
         name = str(call.input.get("subagent_type") or "general-purpose")
         description = str(call.input.get("description") or name)
+        background = bool(call.input.get("run_in_background")) and self.start.report is not None
         try:
-            child = Stream(report.subagent(call_id, name, description))
+            child = Stream(report.subagent(call_id, name, description, background=background))
         except Exception:  # a reporter that cannot open child chats: the call still runs
             log.debug("no child chat for subagent %s", call_id, exc_info=True)
             return None
+        if background:
+            detached = Turn(child.report)
+            detached.main = child
+            self._detached[call_id] = detached
         running.children[call_id] = child
         return child
 
@@ -651,10 +700,10 @@ class ClaudeAgent:
     async def _can_use_tool(
         self, name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
-        running = self._turn
+        call_id = context.tool_use_id or ""
+        running = await self._asking_turn(call_id)
         if running is None or running.done.is_set() or not running.live:
             return PermissionResultDeny(message="The turn has ended.", interrupt=True)
-        call_id = context.tool_use_id or ""
         if name == "AskUserQuestion":
             return await self._ask(running, tool_input)
         if is_client_tool(name):
@@ -702,6 +751,20 @@ class ClaudeAgent:
         call.denied = True
         said = approval.suggestion or "The user denied this tool call."
         return PermissionResultDeny(message=said, interrupt=False)
+
+    async def _asking_turn(self, call_id: str) -> Turn | None:
+        """The turn a call that asks belongs to: a background subagent's, else the running one."""
+        if self._detached:
+            # The call's message may still be on its way to the reader: wait for it, briefly.
+            with anyio.move_on_after(1):
+                while not any(
+                    call_id in t.calls for t in (self._turn, *self._detached.values()) if t
+                ):
+                    await anyio.sleep(0.01)
+            for detached in self._detached.values():
+                if call_id in detached.calls:
+                    return detached
+        return self._turn
 
     async def _ask(
         self, running: Turn, tool_input: dict[str, Any]

@@ -98,10 +98,12 @@ class BackgroundTasks:
         *,
         command_of: Callable[[str], str | None],
         open_subagent: Callable[[str], None],
+        subagent_ended: Callable[[str, bool], None] = lambda call_id, success: None,
     ) -> None:
         self.report = report
         self.command_of = command_of
         self.open_subagent = open_subagent
+        self.subagent_ended = subagent_ended
         self._tasks: dict[str, Task] = {}
         #: Tasks that stopped running, until the CLI says how they ended.
         self._stopped: dict[str, Task] = {}
@@ -136,10 +138,12 @@ class BackgroundTasks:
                 self._tell(task_id)
         elif message.subtype == "task_notification":
             self._summaries.append(self._ended(task_id, data))
+            self._finished(task_id, str(data.get("status") or ""))
             self._end(task_id)
         elif message.subtype == "task_updated":
             patch = data.get("patch")
             if isinstance(patch, Mapping) and patch.get("status") in TERMINAL:
+                self._finished(task_id, str(patch["status"]))
                 self._end(task_id)
         return True
 
@@ -160,6 +164,12 @@ class BackgroundTasks:
         status = str(data.get("status") or "stopped")
         named = f' "{task.label}"' if task is not None else ""
         return f"Agent{named} {'finished' if status == 'completed' else status}"
+
+    def _finished(self, task_id: str, status: str) -> None:
+        """A subagent's task ended: its child chat's turn ends (said once, by the first word)."""
+        task = self._tasks.get(task_id) or self._stopped.get(task_id)
+        if task is not None and task.kind == "subagent" and task.call_id:
+            self.subagent_ended(task.call_id, status == "completed")
 
     def _tell(self, task_id: str) -> None:
         task = self._tasks.get(task_id)

@@ -173,3 +173,47 @@ async def test_the_session_meta_names_the_model_the_cli_runs_on(
         # The thinking level restarted the CLI at that effort, resuming the same transcript.
         assert request["output_config"]["effort"] == "low"
         assert "Hi again" in json.dumps(request["messages"])
+
+
+async def test_a_background_subagent_keeps_its_chat_turn_after_its_parent_turn_ended(
+    claude_host, anthropic, workdir: Path
+):
+    hold = Hold()  # the subagent works on once its parent's turn is over
+    task = {
+        "description": "Look around",
+        "prompt": "Find the answer",
+        "subagent_type": "general-purpose",
+        "run_in_background": True,
+    }
+    bash = {"command": "touch bg-marker", "description": "Leave a marker"}
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_bg_agent")),
+        reply(hold, ToolUse("Bash", bash, id="toolu_bg_bash"), match="Find the answer"),
+        reply("My helper is on it."),
+        reply("The answer is 42."),
+        reply("My helper found 42."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        (work,) = (await chat_state(client, chat))["backgroundWork"]
+        child = work["chat"]
+        # The child's turn outlives its parent's: the subagent still runs.
+        assert (await chat_state(client, child)).get("activeTurn", {}).get("id") == "toolu_bg_agent"
+        hold.release.set()
+        # Its later calls, and their approvals, happen in its own chat.
+        ready = await client.recv_until(is_action("chat/toolCallReady", child))
+        assert ready["params"]["action"]["toolCallId"] == "toolu_bg_bash"
+        assert "confirmed" not in ready["params"]["action"]  # it asks, in the child chat
+        await confirm(client, child, "toolu_bg_agent", "toolu_bg_bash", True)
+        assert (await turn_end(client, child))["type"] == "chat/turnComplete"
+        parts = (await chat_state(client, child))["turns"][-1]["responseParts"]
+        calls = [p["toolCall"] for p in parts if p["kind"] == "toolCall"]
+        assert [(c["toolCallId"], c["status"]) for c in calls] == [("toolu_bg_bash", "completed")]
+        assert parts[-1]["content"] == "The answer is 42."
+        assert (workdir / "bg-marker").exists()
+        said = await the_cli_follows_up(client, chat)
+        assert said["text"] == 'Agent "Look around" finished'
