@@ -315,10 +315,12 @@ class SessionReporter(Protocol):
         command: str | None = None,
         subagent_call_id: str | None = None,
         started_at: str | None = None,
+        meta: Mapping[str, JSON] | None = None,
     ) -> None:
         """Work running in the background: a shell (``command``) or a subagent.
 
-        A subagent names the tool call whose child chat it runs in.
+        A subagent names the tool call whose child chat it runs in. ``meta`` is the
+        entry's ``_meta`` (how far it got, say), as given; set again to change it.
         """
         ...
 

@@ -130,6 +130,8 @@ def end_child(
     else:
         action = {"type": "chat/turnCancelled", "turnId": call_id}
     runner.hub.apply(chat.uri, {**action, "duration": duration})
+    if chat.state.get("activity"):
+        runner.hub.apply(chat.uri, {"type": "chat/activityChanged"})
 
 
 class AgentReporter:
@@ -161,12 +163,15 @@ class AgentReporter:
         command: str | None = None,
         subagent_call_id: str | None = None,
         started_at: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         work: dict[str, Any] = {
             "id": work_id,
             "label": label,
             "startedAt": started_at or states.now_iso(),
         }
+        if meta:
+            work["_meta"] = dict(meta)
         if subagent_call_id is not None:
             work.update(kind="subagent", chat=subagent_chat_uri(self._chat.uri, subagent_call_id))
         else:

@@ -114,6 +114,7 @@ class ClaudeAgent:
             command_of=self._command_of,
             open_subagent=self._open_subagent,
             subagent_ended=self._detached_ended,
+            progress=self._task_progress,
         )
         #: Subagents running in the background, by the call that started them: each reports
         #: into its child chat as a turn of its own, which outlives the turn that began it.
@@ -459,6 +460,20 @@ class ClaudeAgent:
                         self._on_tool_result(detached, block)
         except Exception:  # the subagent's chat may go quiet; its parent's chat goes on
             log.warning("reporting a background subagent failed", exc_info=True)
+
+    def _task_progress(self, call_id: str, line: str) -> None:
+        """What a subagent does now: its child chat's activity when it runs in the background
+        (its call has completed), else a progress line on its running call."""
+        try:
+            detached = self._detached.get(call_id)
+            if detached is not None:
+                detached.report.activity(line)
+                return
+            running = self._turn
+            if running is not None and not running.done.is_set() and call_id in running.children:
+                running.calls[call_id].stream.report.tool_progress(call_id, line)
+        except Exception:  # a progress line is not worth a turn
+            log.debug("reporting a task's progress failed", exc_info=True)
 
     def _detached_ended(self, call_id: str, success: bool) -> None:
         """The CLI said a background subagent finished: so does its child chat's turn."""

@@ -215,5 +215,15 @@ async def test_a_background_subagent_keeps_its_chat_turn_after_its_parent_turn_e
         assert [(c["toolCallId"], c["status"]) for c in calls] == [("toolu_bg_bash", "completed")]
         assert parts[-1]["content"] == "The answer is 42."
         assert (workdir / "bg-marker").exists()
+        # What the CLI said of its progress: the child chat's activity, the work entry's _meta.
+        assert {"type": "chat/activityChanged", "activity": "Running Leave a marker"} in sent(
+            client, child, "chat/activityChanged"
+        )
+        assert not (await chat_state(client, child)).get("activity")  # cleared at its end
+        progressed = [a["work"].get("_meta") for a in sent(client, chat, "chat/backgroundWorkSet")]
+        assert {"ahp.progress": "Running Leave a marker", "ahp.lastToolName": "Bash"}.items() <= (
+            progressed[-1] or {}
+        ).items()
+        assert progressed[-1]["ahp.toolUses"] >= 1
         said = await the_cli_follows_up(client, chat)
         assert said["text"] == 'Agent "Look around" finished'
