@@ -527,3 +527,6 @@ class Backend(Protocol):
     #     called once, before any start; keep the notifier to say agents() changed.
     #   async def rename(self, backend_id: str, title: str) -> None   (abilities.rename)
     #     a client renamed the chat behind ``backend_id``; may block.
+    #   def session_meta(self, backend_id: str) -> Mapping[str, JSON]
+    #     what the backend kept of a past session that has no protocol field (the model
+    #     it was on: ``ahp.model``), merged into its ``_meta`` when it is reopened; may block.

@@ -121,7 +121,17 @@ class ClaudeAgent:
         self._detached: dict[str, Turn] = {}
         self.own_turns = OwnTurns(self)
         self.model_meta = ModelMeta(start.report, backend.server_info.get("models") or ())
-        self.model_meta.chosen(start.config.get("model") or None)
+        if start.config.get("model"):
+            self.model_meta.chosen(start.config["model"])
+        else:
+            # What the session last ran on, until its CLI says what it runs on now.
+            kept = backend.last_model(
+                self.session_id, *((start.fork_from[0],) if start.fork_from else ())
+            )
+            if kept is None:
+                self.model_meta.chosen(None)
+            else:
+                self.model_meta.running(kept)
 
     # -- the CLI's life -----------------------------------------------------------
     def options(self) -> ClaudeAgentOptions:

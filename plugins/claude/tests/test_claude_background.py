@@ -227,3 +227,31 @@ async def test_a_background_subagent_keeps_its_chat_turn_after_its_parent_turn_e
         assert progressed[-1]["ahp.toolUses"] >= 1
         said = await the_cli_follows_up(client, chat)
         assert said["text"] == 'Agent "Look around" finished'
+
+
+async def test_a_reopened_session_names_its_model_before_its_first_turn(
+    claude_host, anthropic, workdir: Path
+):
+    anthropic.script(reply("Hi"), reply("Hi again"), reply("Hi once more"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "/model haiku", "t1")  # the CLI's own switch
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "hi", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        ran = anthropic.main_requests()[-1].body["model"]
+        assert (await chat_state(client, session))["_meta"]["ahp.model"] == ran
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        assert (await chat_state(client, session)).get("_meta", {}).get("ahp.model") == ran
+        # Its CLI then says what it runs on now, as before.
+        chat = (await chat_state(client, session))["defaultChat"]
+        await client.request("subscribe", {"channel": chat})
+        await start_turn(client, chat, "hi", "t3")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        now = anthropic.main_requests()[-1].body["model"]
+        assert (await chat_state(client, session))["_meta"]["ahp.model"] == now
