@@ -39,6 +39,7 @@ from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.own_turns import OwnTurns
+from ahp_claude.subagents import BackgroundSubagents
 from ahp_claude.turn_state import (
     Call,
     Stream,
@@ -113,12 +114,10 @@ class ClaudeAgent:
             start.report,
             command_of=self._command_of,
             open_subagent=self._open_subagent,
-            subagent_ended=self._detached_ended,
+            subagent_ended=self._subagent_ended,
             progress=self._task_progress,
         )
-        #: Subagents running in the background, by the call that started them: each reports
-        #: into its child chat as a turn of its own, which outlives the turn that began it.
-        self._detached: dict[str, Turn] = {}
+        self.subagents = BackgroundSubagents(self)
         self.own_turns = OwnTurns(self)
         self.model_meta = ModelMeta(start.report, backend.server_info.get("models") or ())
         if start.config.get("model"):
@@ -238,8 +237,7 @@ class ClaudeAgent:
                 turn.error = self._failure or "Claude Code exited"
                 turn.done.set()
             if not self.closed:  # closing, the chat ends them as cancelled
-                for call_id in list(self._detached):
-                    self._detached_ended(call_id, False)
+                self.subagents.all_ended()
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 try:
                     await client.disconnect()
@@ -396,9 +394,7 @@ class ClaudeAgent:
         running = self._turn
         if self.background.on_message(message):
             return
-        detached = self._detached.get(getattr(message, "parent_tool_use_id", None) or "")
-        if detached is not None:
-            self._on_detached(detached, message)
+        if self.subagents.take(message):
             return
         if (running is None or running.done.is_set()) and self.own_turns.take(message):
             return  # the CLI began a turn of its own
@@ -432,8 +428,11 @@ class ClaudeAgent:
             return
         parent = getattr(message, "parent_tool_use_id", None)
         stream = running.main if parent is None else self._child(running, parent)
-        if stream is None:
-            return
+        if stream is not None:
+            self._translate(running, stream, message)
+
+    def _translate(self, running: Turn, stream: Stream, message: Any) -> None:
+        """What one agent (the main one, or a subagent) said, into ``stream``."""
         if isinstance(message, StreamEvent):
             self._on_event(running, stream, message.event)
         elif isinstance(message, AssistantMessage):
@@ -451,50 +450,20 @@ class ClaudeAgent:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
 
-    def _on_detached(self, detached: Turn, message: Any) -> None:
-        """A message of a subagent running in the background, for its own child chat."""
-        try:
-            if isinstance(message, StreamEvent):
-                self._on_event(detached, detached.main, message.event)
-            elif isinstance(message, AssistantMessage):
-                for block in message.content:
-                    if isinstance(block, ToolUseBlock):
-                        self._tool_ready(detached, detached.main, block)
-                    elif not detached.main.partial and isinstance(block, TextBlock):
-                        detached.report.text(block.text)
-                    elif not detached.main.partial and isinstance(block, ThinkingBlock):
-                        detached.report.reasoning(block.thinking)
-            elif isinstance(message, UserMessage) and isinstance(message.content, list):
-                for block in message.content:
-                    if isinstance(block, ToolResultBlock):
-                        self._on_tool_result(detached, block)
-        except Exception:  # the subagent's chat may go quiet; its parent's chat goes on
-            log.warning("reporting a background subagent failed", exc_info=True)
-
     def _task_progress(self, call_id: str, line: str) -> None:
-        """What a subagent does now: its child chat's activity when it runs in the background
-        (its call has completed), else a progress line on its running call."""
-        try:
-            detached = self._detached.get(call_id)
-            if detached is not None:
-                detached.report.activity(line)
-                return
-            running = self._turn
-            if running is not None and not running.done.is_set() and call_id in running.children:
-                running.calls[call_id].stream.report.tool_progress(call_id, line)
-        except Exception:  # a progress line is not worth a turn
-            log.debug("reporting a task's progress failed", exc_info=True)
-
-    def _detached_ended(self, call_id: str, success: bool) -> None:
-        """The CLI said a background subagent finished: so does its child chat's turn."""
-        detached = self._detached.pop(call_id, None)
-        if detached is None or self.start.report is None:
+        """What a subagent does now: a line on its running call (a background one's chat
+        shows it as its activity instead: its call has completed)."""
+        if self.subagents.progress(call_id, line):
             return
-        detached.done.set()
-        try:
-            self.start.report.subagent_ended(call_id, success=success)
-        except Exception:
-            log.warning("ending a background subagent's chat failed", exc_info=True)
+        running = self._turn
+        if running is not None and not running.done.is_set() and call_id in running.children:
+            try:
+                running.calls[call_id].stream.report.tool_progress(call_id, line)
+            except Exception:  # a progress line is not worth a turn
+                log.debug("reporting a task's progress failed", exc_info=True)
+
+    def _subagent_ended(self, call_id: str, success: bool) -> None:
+        self.subagents.ended(call_id, success)
 
     def _command_of(self, call_id: str) -> str | None:
         """The command line of the Bash call ``call_id`` of the running turn."""
@@ -540,9 +509,7 @@ class ClaudeAgent:
             log.debug("no child chat for subagent %s", call_id, exc_info=True)
             return None
         if background:
-            detached = Turn(child.report)
-            detached.main = child
-            self._detached[call_id] = detached
+            self.subagents.opened(call_id, child)
         running.children[call_id] = child
         return child
 
@@ -726,7 +693,7 @@ class ClaudeAgent:
         self, name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
         call_id = context.tool_use_id or ""
-        running = await self._asking_turn(call_id)
+        running = await self.subagents.turn_of(call_id) or self._turn
         if running is None or running.done.is_set() or not running.live:
             return PermissionResultDeny(message="The turn has ended.", interrupt=True)
         if name == "AskUserQuestion":
@@ -776,20 +743,6 @@ class ClaudeAgent:
         call.denied = True
         said = approval.suggestion or "The user denied this tool call."
         return PermissionResultDeny(message=said, interrupt=False)
-
-    async def _asking_turn(self, call_id: str) -> Turn | None:
-        """The turn a call that asks belongs to: a background subagent's, else the running one."""
-        if self._detached:
-            # The call's message may still be on its way to the reader: wait for it, briefly.
-            with anyio.move_on_after(1):
-                while not any(
-                    call_id in t.calls for t in (self._turn, *self._detached.values()) if t
-                ):
-                    await anyio.sleep(0.01)
-            for detached in self._detached.values():
-                if call_id in detached.calls:
-                    return detached
-        return self._turn
 
     async def _ask(
         self, running: Turn, tool_input: dict[str, Any]
