@@ -139,6 +139,8 @@ class TurnRecorder:
     _subagents: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     #: Subagents running in the background, whose child turns the agent ends itself.
     _background: set[str] = field(default_factory=set)
+    #: Calls that carry a progress line, which their completion takes away again.
+    _progressed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._parts = itertools.count(self.first_part)
@@ -256,6 +258,7 @@ class TurnRecorder:
     def tool_progress(self, call_id: str, message: str) -> None:
         # Content and _meta are replaced whole: what a subagent call carries goes again.
         sub = call_id in self._subagents
+        self._progressed.add(call_id)
         self.chat(
             {
                 "type": "chat/toolCallContentChanged",
@@ -404,14 +407,16 @@ class TurnRecorder:
             content=items,
             error={"message": error} if error is not None else None,
         )
-        self.chat(
-            {
-                "type": "chat/toolCallComplete",
-                "turnId": self.turn_id,
-                "toolCallId": call_id,
-                "result": result,
-            }
-        )
+        action: dict[str, Any] = {
+            "type": "chat/toolCallComplete",
+            "turnId": self.turn_id,
+            "toolCallId": call_id,
+            "result": result,
+        }
+        if call_id in self._progressed and call_id in self._subagents:
+            # A progress line says what a running call does: done, the call reads as rebuilt.
+            action["_meta"] = self._subagent_meta(call_id)
+        self.chat(action)
 
     async def client_tool(
         self, call_id: str, tool_name: str, *, tool_input: str, invocation_message: str

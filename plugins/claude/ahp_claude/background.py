@@ -111,11 +111,11 @@ class BackgroundTasks:
         subagent_ended: Callable[[str, bool], None] = lambda call_id, success: None,
         progress: Callable[[str, str], None] = lambda call_id, line: None,
     ) -> None:
-        self.progress = progress
         self.report = report
         self.command_of = command_of
         self.open_subagent = open_subagent
         self.subagent_ended = subagent_ended
+        self.progress = progress
         self._tasks: dict[str, Task] = {}
         #: Tasks that stopped running, until the CLI says how they ended.
         self._stopped: dict[str, Task] = {}
