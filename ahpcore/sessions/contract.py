@@ -158,13 +158,18 @@ class TurnReporter(Protocol):
         """A line saying what a running call is doing now (a subagent's progress)."""
         ...
 
-    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+    def subagent(
+        self, call_id: str, name: str, description: str, *, background: bool = False
+    ) -> TurnReporter:
         """The call ``call_id`` runs a subagent: the core opens a child chat for it.
 
         The child chat (origin ``{kind: "tool"}``) is linked from the call, and
         what the subagent does is reported through the returned reporter as one
         turn of that chat, which ends when the parent's call completes (or its
-        turn ends). Rebuilding a transcript uses the same call.
+        turn ends). A ``background`` subagent works on after both: its turn
+        (and the returned reporter) lasts until the agent says it ended with
+        ``SessionReporter.subagent_ended``, or the agent closes. Rebuilding a
+        transcript uses the same call.
         """
         ...
 
@@ -310,15 +315,22 @@ class SessionReporter(Protocol):
         command: str | None = None,
         subagent_call_id: str | None = None,
         started_at: str | None = None,
+        meta: Mapping[str, JSON] | None = None,
     ) -> None:
         """Work running in the background: a shell (``command``) or a subagent.
 
-        A subagent names the tool call whose child chat it runs in.
+        A subagent names the tool call whose child chat it runs in. ``meta`` is the
+        entry's ``_meta`` (how far it got, say), as given; set again to change it.
         """
         ...
 
     def background_work_removed(self, work_id: str) -> None:
         """Background work ended."""
+        ...
+
+    def subagent_ended(self, call_id: str, *, success: bool = True) -> None:
+        """A background subagent (``TurnReporter.subagent(..., background=True)``) finished:
+        its child chat's turn ends (complete, or error when it failed)."""
         ...
 
     def customizations(self, items: Sequence[Mapping[str, JSON]]) -> None:
@@ -515,3 +527,6 @@ class Backend(Protocol):
     #     called once, before any start; keep the notifier to say agents() changed.
     #   async def rename(self, backend_id: str, title: str) -> None   (abilities.rename)
     #     a client renamed the chat behind ``backend_id``; may block.
+    #   def session_meta(self, backend_id: str) -> Mapping[str, JSON]
+    #     what the backend kept of a past session that has no protocol field (the model
+    #     it was on: ``ahp.model``), merged into its ``_meta`` when it is reopened; may block.

@@ -383,6 +383,7 @@ class SessionManager:
             if stored.get("uri") == default.uri:
                 default.references = dict(stored.get("references") or {})
         await self._rebuild(default)
+        await self._seed_meta(session)
         for stored in record.get("chats", []):
             chat = (
                 default
@@ -412,6 +413,23 @@ class SessionManager:
         log.info("session %s reopened", session.uri)
         self.registry.announce_count()
         return session
+
+    async def _seed_meta(self, session: LiveSession) -> None:
+        """What the backend kept of a past session beyond any field, before its agent runs."""
+        kept = getattr(session.backend, "session_meta", None)
+        if kept is None:
+            return
+        default = session.chats[session.state["defaultChat"]]
+        try:
+            facts = dict(await calls.call(kept, default.backend_id) or {})
+        except Exception:  # the session still opens; its agent says these again later
+            log.exception(
+                "reading what %s kept of %s failed", session.backend.provider, session.uri
+            )
+            return
+        if facts:
+            meta = {**(session.state.get("_meta") or {}), **facts}
+            self.registry.apply(session.uri, {"type": "session/metaChanged", "_meta": meta})
 
     async def _rebuild(self, chat: LiveChat) -> None:
         rebuilder = Rebuilder(chat.uri, chat.state)

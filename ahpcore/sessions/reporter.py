@@ -101,25 +101,37 @@ class ChildChats:
         )
         return child.uri, recorder
 
+    def keep(self, call_id: str) -> None:
+        opened = self._open.pop(call_id, None)
+        if opened is not None:
+            self.runner.background_children[call_id] = opened
+
     def close(self, call_id: str, state: str) -> None:
         opened = self._open.pop(call_id, None)
-        if opened is None:
-            return
-        child, started = opened
-        child.end_asks(call_id)
-        chat = child.chat
-        active = chat.state.get("activeTurn") or {}
-        if active.get("id") != call_id:
-            return
-        duration = int((time.monotonic() - started) * 1000)
-        if state == "complete":
-            action: dict[str, Any] = {"type": "chat/turnComplete", "turnId": call_id}
-        elif state == "error":
-            part = {"kind": "error", "error": {"errorType": "error", "message": "the call failed"}}
-            action = {"type": "chat/error", "turnId": call_id, "part": part}
-        else:
-            action = {"type": "chat/turnCancelled", "turnId": call_id}
-        self.runner.hub.apply(chat.uri, {**action, "duration": duration})
+        if opened is not None:
+            end_child(self.runner, call_id, *opened, state)
+
+
+def end_child(
+    runner: ChatRunner, call_id: str, child: ChatRunner, started: float, state: str
+) -> None:
+    """End the one turn of a subagent's child chat (its id is the call's), if still running."""
+    child.end_asks(call_id)
+    chat = child.chat
+    active = chat.state.get("activeTurn") or {}
+    if active.get("id") != call_id:
+        return
+    duration = int((time.monotonic() - started) * 1000)
+    if state == "complete":
+        action: dict[str, Any] = {"type": "chat/turnComplete", "turnId": call_id}
+    elif state == "error":
+        part = {"kind": "error", "error": {"errorType": "error", "message": "the call failed"}}
+        action = {"type": "chat/error", "turnId": call_id, "part": part}
+    else:
+        action = {"type": "chat/turnCancelled", "turnId": call_id}
+    runner.hub.apply(chat.uri, {**action, "duration": duration})
+    if chat.state.get("activity"):
+        runner.hub.apply(chat.uri, {"type": "chat/activityChanged"})
 
 
 class AgentReporter:
@@ -151,12 +163,15 @@ class AgentReporter:
         command: str | None = None,
         subagent_call_id: str | None = None,
         started_at: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         work: dict[str, Any] = {
             "id": work_id,
             "label": label,
             "startedAt": started_at or states.now_iso(),
         }
+        if meta:
+            work["_meta"] = dict(meta)
         if subagent_call_id is not None:
             work.update(kind="subagent", chat=subagent_chat_uri(self._chat.uri, subagent_call_id))
         else:
@@ -165,6 +180,11 @@ class AgentReporter:
 
     def background_work_removed(self, work_id: str) -> None:
         self.runner.hub.apply(self._chat.uri, {"type": "chat/backgroundWorkRemoved", "id": work_id})
+
+    def subagent_ended(self, call_id: str, *, success: bool = True) -> None:
+        opened = self.runner.background_children.pop(call_id, None)
+        if opened is not None:
+            end_child(self.runner, call_id, *opened, "complete" if success else "error")
 
     def customizations(self, items: Sequence[Mapping[str, Any]]) -> None:
         self._session_apply(

@@ -23,7 +23,7 @@ from ahpcore.sessions import state as states
 from ahpcore.sessions.asker import ChatAsker
 from ahpcore.sessions.contract import Agent, PendingEdit, TurnEnded, TurnInput
 from ahpcore.sessions.live import Hub, LiveChat
-from ahpcore.sessions.reporter import AgentReporter, ChildChats, EditServer
+from ahpcore.sessions.reporter import AgentReporter, ChildChats, EditServer, end_child
 from ahpcore.sessions.turns import TurnRecorder
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,8 @@ class ChatRunner:
         self._dropped: set[str] = set()
         #: Being torn down: no turn starts any more.
         self.closing = False
+        #: Child chats of subagents that run in the background: (their runner, when begun).
+        self.background_children: dict[str, tuple[ChatRunner, float]] = {}
         #: Work the agent runs of its own (``SessionReporter.start_soon``).
         self._background: set[anyio.CancelScope] = set()
 
@@ -99,6 +101,10 @@ class ChatRunner:
                     await agent.close()
                 except Exception:
                     log.exception("closing the agent of %s failed", self.chat.uri)
+        # Nothing reports for a background subagent once its agent is gone.
+        for call_id, opened in list(self.background_children.items()):
+            end_child(self, call_id, *opened, "cancelled")
+        self.background_children.clear()
 
     # -- turns ---------------------------------------------------------------------
     def submit(self, turn_id: str, message: dict[str, Any], *, resume: bool = False) -> None:

@@ -132,6 +132,9 @@ class RebuiltChildren:
         self.parent._child_builders[uri] = child
         return uri, child.recorder(call_id)
 
+    def keep(self, call_id: str) -> None:
+        """A transcript holds a background subagent's whole run: its call's end ends it."""
+
     def close(self, call_id: str, state: str) -> None:
         uri = subagent_chat_uri(self.parent.chat_uri, call_id)
         child = self.parent._child_builders.pop(uri, None)

@@ -57,6 +57,11 @@ class Children(Protocol):
         """The call ended: so does its child's turn (complete, error or cancelled)."""
         ...
 
+    def keep(self, call_id: str) -> None:
+        """The subagent runs in the background: its child's turn outlives the call and the
+        turn, until the agent ends it (``SessionReporter.subagent_ended``)."""
+        ...
+
 
 class CannotAsk(RuntimeError):
     """A rebuilt turn reported a question: history has no one to ask."""
@@ -132,6 +137,10 @@ class TurnRecorder:
     edits_pending: Callable[[str, Sequence[PendingEdit]], list[dict[str, Any]]] | None = None
     #: Subagent child chats by call id: (uri, name, description).
     _subagents: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    #: Subagents running in the background, whose child turns the agent ends itself.
+    _background: set[str] = field(default_factory=set)
+    #: Calls that carry a progress line, which their completion takes away again.
+    _progressed: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._parts = itertools.count(self.first_part)
@@ -249,6 +258,7 @@ class TurnRecorder:
     def tool_progress(self, call_id: str, message: str) -> None:
         # Content and _meta are replaced whole: what a subagent call carries goes again.
         sub = call_id in self._subagents
+        self._progressed.add(call_id)
         self.chat(
             {
                 "type": "chat/toolCallContentChanged",
@@ -262,11 +272,16 @@ class TurnRecorder:
             }
         )
 
-    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+    def subagent(
+        self, call_id: str, name: str, description: str, *, background: bool = False
+    ) -> TurnReporter:
         if self.children is None:
             raise CannotAsk("this turn cannot start a subagent")
         uri, child = self.children.open(self.turn_id, call_id, name, description)
         self._subagents[call_id] = (uri, name, description)
+        if background:
+            self._background.add(call_id)
+            self.children.keep(call_id)
         self.chat(
             {
                 "type": "chat/toolCallContentChanged",
@@ -294,7 +309,8 @@ class TurnRecorder:
         """The turn ended: every subagent still running ends with it."""
         if self.children is not None:
             for call_id in list(self._subagents):
-                self.children.close(call_id, state)
+                if call_id not in self._background:
+                    self.children.close(call_id, state)
 
     async def tool_approval(
         self,
@@ -383,7 +399,7 @@ class TurnRecorder:
         items = [dict(c) for c in content] if content is not None else None
         if call_id in self._subagents:
             items = [*(items or []), self._subagent_content(call_id)]
-            if self.children is not None:
+            if self.children is not None and call_id not in self._background:
                 self.children.close(call_id, "complete" if success else "error")
         result = _drop_none(
             success=success,
@@ -391,14 +407,16 @@ class TurnRecorder:
             content=items,
             error={"message": error} if error is not None else None,
         )
-        self.chat(
-            {
-                "type": "chat/toolCallComplete",
-                "turnId": self.turn_id,
-                "toolCallId": call_id,
-                "result": result,
-            }
-        )
+        action: dict[str, Any] = {
+            "type": "chat/toolCallComplete",
+            "turnId": self.turn_id,
+            "toolCallId": call_id,
+            "result": result,
+        }
+        if call_id in self._progressed and call_id in self._subagents:
+            # A progress line says what a running call does: done, the call reads as rebuilt.
+            action["_meta"] = self._subagent_meta(call_id)
+        self.chat(action)
 
     async def client_tool(
         self, call_id: str, tool_name: str, *, tool_input: str, invocation_message: str

@@ -71,11 +71,14 @@ class RecordingReporter:
         self._note("tool_progress", call_id=call_id, message=message)
         self.inner.tool_progress(call_id, message)
 
-    def subagent(self, call_id: str, name: str, description: str) -> TurnReporter:
+    def subagent(
+        self, call_id: str, name: str, description: str, *, background: bool = False
+    ) -> TurnReporter:
         child: list[Report] = []
         entry = self._note("subagent", call_id=call_id, name=name, description=description)
         entry.append(child)
-        return RecordingReporter(self.inner.subagent(call_id, name, description), child)
+        inner = self.inner.subagent(call_id, name, description, background=background)
+        return RecordingReporter(inner, child)
 
     def _note(self, method: str, **arguments: Any) -> Report:
         entry: Report = [method, arguments]

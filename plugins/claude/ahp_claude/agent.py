@@ -39,6 +39,7 @@ from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.own_turns import OwnTurns
+from ahp_claude.subagents import BackgroundSubagents
 from ahp_claude.turn_state import (
     Call,
     Stream,
@@ -110,11 +111,26 @@ class ClaudeAgent:
         #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
         self.custom = Customizations(self)
         self.background = BackgroundTasks(
-            start.report, command_of=self._command_of, open_subagent=self._open_subagent
+            start.report,
+            command_of=self._command_of,
+            open_subagent=self._open_subagent,
+            subagent_ended=self._subagent_ended,
+            progress=self._task_progress,
         )
+        self.subagents = BackgroundSubagents(self)
         self.own_turns = OwnTurns(self)
         self.model_meta = ModelMeta(start.report, backend.server_info.get("models") or ())
-        self.model_meta.chosen(start.config.get("model") or None)
+        if start.config.get("model"):
+            self.model_meta.chosen(start.config["model"])
+        else:
+            # What the session last ran on, until its CLI says what it runs on now.
+            kept = backend.last_model(
+                self.session_id, *((start.fork_from[0],) if start.fork_from else ())
+            )
+            if kept is None:
+                self.model_meta.chosen(None)
+            else:
+                self.model_meta.running(kept)
 
     # -- the CLI's life -----------------------------------------------------------
     def options(self) -> ClaudeAgentOptions:
@@ -220,6 +236,8 @@ class ClaudeAgent:
             if turn is not None and not turn.done.is_set():
                 turn.error = self._failure or "Claude Code exited"
                 turn.done.set()
+            if not self.closed:  # closing, the chat ends them as cancelled
+                self.subagents.all_ended()
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 try:
                     await client.disconnect()
@@ -376,6 +394,8 @@ class ClaudeAgent:
         running = self._turn
         if self.background.on_message(message):
             return
+        if self.subagents.take(message):
+            return
         if (running is None or running.done.is_set()) and self.own_turns.take(message):
             return  # the CLI began a turn of its own
         if isinstance(message, ResultMessage) and message.num_turns == 0 and self._client:
@@ -408,8 +428,11 @@ class ClaudeAgent:
             return
         parent = getattr(message, "parent_tool_use_id", None)
         stream = running.main if parent is None else self._child(running, parent)
-        if stream is None:
-            return
+        if stream is not None:
+            self._translate(running, stream, message)
+
+    def _translate(self, running: Turn, stream: Stream, message: Any) -> None:
+        """What one agent (the main one, or a subagent) said, into ``stream``."""
         if isinstance(message, StreamEvent):
             self._on_event(running, stream, message.event)
         elif isinstance(message, AssistantMessage):
@@ -426,6 +449,21 @@ class ClaudeAgent:
             for block in message.content:
                 if isinstance(block, ToolResultBlock):
                     self._on_tool_result(running, block)
+
+    def _task_progress(self, call_id: str, line: str) -> None:
+        """What a subagent does now: a line on its running call (a background one's chat
+        shows it as its activity instead: its call has completed)."""
+        if self.subagents.progress(call_id, line):
+            return
+        running = self._turn
+        if running is not None and not running.done.is_set() and call_id in running.children:
+            try:
+                running.calls[call_id].stream.report.tool_progress(call_id, line)
+            except Exception:  # a progress line is not worth a turn
+                log.debug("reporting a task's progress failed", exc_info=True)
+
+    def _subagent_ended(self, call_id: str, success: bool) -> None:
+        self.subagents.ended(call_id, success)
 
     def _command_of(self, call_id: str) -> str | None:
         """The command line of the Bash call ``call_id`` of the running turn."""
@@ -464,11 +502,14 @@ class ClaudeAgent:
             )
         name = str(call.input.get("subagent_type") or "general-purpose")
         description = str(call.input.get("description") or name)
+        background = bool(call.input.get("run_in_background")) and self.start.report is not None
         try:
-            child = Stream(report.subagent(call_id, name, description))
+            child = Stream(report.subagent(call_id, name, description, background=background))
         except Exception:  # a reporter that cannot open child chats: the call still runs
             log.debug("no child chat for subagent %s", call_id, exc_info=True)
             return None
+        if background:
+            self.subagents.opened(call_id, child)
         running.children[call_id] = child
         return child
 
@@ -651,10 +692,10 @@ class ClaudeAgent:
     async def _can_use_tool(
         self, name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
-        running = self._turn
+        call_id = context.tool_use_id or ""
+        running = await self.subagents.turn_of(call_id) or self._turn
         if running is None or running.done.is_set() or not running.live:
             return PermissionResultDeny(message="The turn has ended.", interrupt=True)
-        call_id = context.tool_use_id or ""
         if name == "AskUserQuestion":
             return await self._ask(running, tool_input)
         if is_client_tool(name):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ahp_claude import customizations, shell, transcripts
+from ahp_claude import customizations, model_meta, shell, transcripts
 from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.probe import Watcher, run_probe, session_model
@@ -260,6 +260,19 @@ class ClaudeBackend:
             if isinstance(facts, Mapping) and isinstance(facts.get("costTotal"), int | float)
         ]
         return max(totals, default=0.0)
+
+    def last_model(self, *session_ids: str) -> str | None:
+        """The model the latest ended turn of these sessions ran on, as this host kept it."""
+        for session_id in session_ids:
+            for facts in reversed(self.sidecar(session_id)["ended"].values()):
+                if isinstance(facts, Mapping) and facts.get("model"):
+                    return str(facts["model"])
+        return None
+
+    def session_meta(self, backend_id: str) -> dict[str, Any]:
+        """A reopened session's model, from its last turn, before its CLI says it again."""
+        model = self.last_model(backend_id)
+        return {model_meta.KEY: model} if model else {}
 
     def record_turn(self, session_id: str, entry: str, turn_id: str) -> None:
         """Keep a turn's id when it is not its transcript uuid, so a rebuild names it the same."""

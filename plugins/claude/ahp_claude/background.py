@@ -33,8 +33,16 @@ SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
 #: How much of a transcript's end is read for the entry a turn of the CLI's began at.
 TAIL_BYTES = 1 << 20
 SUBTYPES = frozenset(
-    {"task_started", "task_updated", "task_notification", "background_tasks_changed"}
+    {
+        "task_started",
+        "task_updated",
+        "task_progress",
+        "task_notification",
+        "background_tasks_changed",
+    }
 )
+#: What of a ``task_progress``'s usage goes into the work entry's ``_meta``.
+PROGRESS_USAGE = {"tool_uses": "ahp.toolUses", "total_tokens": "ahp.totalTokens"}
 
 
 def now_iso() -> str:
@@ -87,6 +95,8 @@ class Task:
     started_at: str
     #: A shell's command line, read off the call that started it while that call is known.
     command: str | None = None
+    #: How far it got, as the CLI last said (``task_progress``): the entry's ``_meta``.
+    progress: dict[str, Any] | None = None
 
 
 class BackgroundTasks:
@@ -98,16 +108,20 @@ class BackgroundTasks:
         *,
         command_of: Callable[[str], str | None],
         open_subagent: Callable[[str], None],
+        subagent_ended: Callable[[str, bool], None] = lambda call_id, success: None,
+        progress: Callable[[str, str], None] = lambda call_id, line: None,
     ) -> None:
         self.report = report
         self.command_of = command_of
         self.open_subagent = open_subagent
+        self.subagent_ended = subagent_ended
+        self.progress = progress
         self._tasks: dict[str, Task] = {}
         #: Tasks that stopped running, until the CLI says how they ended.
         self._stopped: dict[str, Task] = {}
         self._live: set[str] = set()
         #: Work id -> what the chat was told it is.
-        self._said: dict[str, tuple[str, str | None, str | None]] = {}
+        self._said: dict[str, tuple[str, str | None, str | None, Any]] = {}
         #: What the CLI said of tasks that ended since a turn last began.
         self._summaries: list[str] = []
 
@@ -134,12 +148,16 @@ class BackgroundTasks:
             self._live = live
             for task_id in live:
                 self._tell(task_id)
+        elif message.subtype == "task_progress":
+            self._progressed(task_id, data)
         elif message.subtype == "task_notification":
             self._summaries.append(self._ended(task_id, data))
+            self._finished(task_id, str(data.get("status") or ""))
             self._end(task_id)
         elif message.subtype == "task_updated":
             patch = data.get("patch")
             if isinstance(patch, Mapping) and patch.get("status") in TERMINAL:
+                self._finished(task_id, str(patch["status"]))
                 self._end(task_id)
         return True
 
@@ -161,6 +179,32 @@ class BackgroundTasks:
         named = f' "{task.label}"' if task is not None else ""
         return f"Agent{named} {'finished' if status == 'completed' else status}"
 
+    def _progressed(self, task_id: str, data: Mapping[str, Any]) -> None:
+        """The CLI said what a task does now: on its call (or chat), and on its work entry."""
+        line = str(data.get("description") or "").strip()
+        task = self._tasks.get(task_id)
+        call = str(data.get("tool_use_id") or "") or (task.call_id if task else None)
+        if line and call:
+            self.progress(call, line)
+        if task is None:
+            return
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        progress: dict[str, Any] = {"ahp.progress": line} if line else {}
+        for key, name in PROGRESS_USAGE.items():
+            if isinstance(usage.get(key), int):
+                progress[name] = usage[key]
+        if data.get("last_tool_name"):
+            progress["ahp.lastToolName"] = str(data["last_tool_name"])
+        task.progress = progress or None
+        self._tell(task_id)
+
+    def _finished(self, task_id: str, status: str) -> None:
+        """A subagent's task ended: its child chat's turn ends (said once, by the first word)."""
+        task = self._tasks.get(task_id) or self._stopped.get(task_id)
+        if task is not None and task.kind == "subagent" and task.call_id:
+            self.subagent_ended(task.call_id, status == "completed")
+
     def _tell(self, task_id: str) -> None:
         task = self._tasks.get(task_id)
         if task is None or task_id not in self._live or self.report is None:
@@ -168,7 +212,7 @@ class BackgroundTasks:
         work_id = f"{task.kind}:{task_id}"
         command = task.command
         call_id = task.call_id if task.kind == "subagent" else None
-        what = (task.label, command, call_id)
+        what = (task.label, command, call_id, task.progress)
         if self._said.get(work_id) == what:
             return
         if call_id is not None:
@@ -180,6 +224,7 @@ class BackgroundTasks:
             command=command,
             subagent_call_id=call_id,
             started_at=task.started_at,
+            meta=task.progress,
         )
 
     def _end(self, task_id: str) -> None:

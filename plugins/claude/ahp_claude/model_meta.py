@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from claude_agent_sdk import ClaudeSDKClient
+from typing import TYPE_CHECKING, Any
 
 from ahpcore.sessions.contract import SessionReporter
+
+if TYPE_CHECKING:  # the backend reads KEY at startup, before the SDK is wanted
+    from claude_agent_sdk import ClaudeSDKClient
 
 log = logging.getLogger(__name__)
 

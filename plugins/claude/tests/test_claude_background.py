@@ -173,3 +173,85 @@ async def test_the_session_meta_names_the_model_the_cli_runs_on(
         # The thinking level restarted the CLI at that effort, resuming the same transcript.
         assert request["output_config"]["effort"] == "low"
         assert "Hi again" in json.dumps(request["messages"])
+
+
+async def test_a_background_subagent_keeps_its_chat_turn_after_its_parent_turn_ended(
+    claude_host, anthropic, workdir: Path
+):
+    hold = Hold()  # the subagent works on once its parent's turn is over
+    task = {
+        "description": "Look around",
+        "prompt": "Find the answer",
+        "subagent_type": "general-purpose",
+        "run_in_background": True,
+    }
+    bash = {"command": "touch bg-marker", "description": "Leave a marker"}
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_bg_agent")),
+        reply(hold, ToolUse("Bash", bash, id="toolu_bg_bash"), match="Find the answer"),
+        reply("My helper is on it."),
+        reply("The answer is 42."),
+        reply("My helper found 42."),
+    )
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        (work,) = (await chat_state(client, chat))["backgroundWork"]
+        child = work["chat"]
+        # The child's turn outlives its parent's: the subagent still runs.
+        assert (await chat_state(client, child)).get("activeTurn", {}).get("id") == "toolu_bg_agent"
+        hold.release.set()
+        # Its later calls, and their approvals, happen in its own chat.
+        ready = await client.recv_until(is_action("chat/toolCallReady", child))
+        assert ready["params"]["action"]["toolCallId"] == "toolu_bg_bash"
+        assert "confirmed" not in ready["params"]["action"]  # it asks, in the child chat
+        await confirm(client, child, "toolu_bg_agent", "toolu_bg_bash", True)
+        assert (await turn_end(client, child))["type"] == "chat/turnComplete"
+        parts = (await chat_state(client, child))["turns"][-1]["responseParts"]
+        calls = [p["toolCall"] for p in parts if p["kind"] == "toolCall"]
+        assert [(c["toolCallId"], c["status"]) for c in calls] == [("toolu_bg_bash", "completed")]
+        assert parts[-1]["content"] == "The answer is 42."
+        assert (workdir / "bg-marker").exists()
+        # What the CLI said of its progress: the child chat's activity, the work entry's _meta.
+        assert {"type": "chat/activityChanged", "activity": "Running Leave a marker"} in sent(
+            client, child, "chat/activityChanged"
+        )
+        assert not (await chat_state(client, child)).get("activity")  # cleared at its end
+        progressed = [a["work"].get("_meta") for a in sent(client, chat, "chat/backgroundWorkSet")]
+        assert {"ahp.progress": "Running Leave a marker", "ahp.lastToolName": "Bash"}.items() <= (
+            progressed[-1] or {}
+        ).items()
+        assert progressed[-1]["ahp.toolUses"] >= 1
+        said = await the_cli_follows_up(client, chat)
+        assert said["text"] == 'Agent "Look around" finished'
+
+
+async def test_a_reopened_session_names_its_model_before_its_first_turn(
+    claude_host, anthropic, workdir: Path
+):
+    anthropic.script(reply("Hi"), reply("Hi again"), reply("Hi once more"))
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "/model haiku", "t1")  # the CLI's own switch
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await start_turn(client, chat, "hi", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        ran = anthropic.main_requests()[-1].body["model"]
+        assert (await chat_state(client, session))["_meta"]["ahp.model"] == ran
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        assert (await chat_state(client, session)).get("_meta", {}).get("ahp.model") == ran
+        # Its CLI then says what it runs on now, as before.
+        chat = (await chat_state(client, session))["defaultChat"]
+        await client.request("subscribe", {"channel": chat})
+        await start_turn(client, chat, "hi", "t3")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        now = anthropic.main_requests()[-1].body["model"]
+        assert (await chat_state(client, session))["_meta"]["ahp.model"] == now

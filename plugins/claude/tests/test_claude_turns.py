@@ -448,7 +448,8 @@ async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anth
     }
     anthropic.script(
         reply(ToolUse("Agent", task, id="toolu_agent_1")),
-        reply("The answer is 42."),  # the subagent's own request
+        reply(ToolUse("Glob", {"pattern": "*.md"}, id="toolu_sub_glob")),  # the subagent's
+        reply("The answer is 42."),
         reply("My helper says 42."),
     )
     async with claude_host() as (running, _):
@@ -473,6 +474,14 @@ async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anth
         child_state = await chat_state(client, child)
         assert "The answer is 42." in str(child_state["turns"][-1]["responseParts"])
         assert state["turns"][0]["responseParts"][-1]["content"] == "My helper says 42."
+        # The CLI's word of its progress is a line on the running call.
+        progress = [
+            a["action"]["_meta"]["progressMessage"]
+            for a in client.actions_for(chat)
+            if a["action"]["type"] == "chat/toolCallContentChanged"
+            and "progressMessage" in a["action"].get("_meta", {})
+        ]
+        assert progress == ["Finding *.md"]
 
 
 async def test_usage_names_the_model_the_cli_ran_on(claude_host, anthropic, workdir: Path):
