@@ -141,6 +141,9 @@ class TurnRecorder:
     _background: set[str] = field(default_factory=set)
     #: Calls that carry a progress line, which their completion takes away again.
     _progressed: set[str] = field(default_factory=set)
+    #: The ``_meta`` each call started with: an action that sets a call's ``_meta`` sets it
+    #: whole, so what it started with (its toolKind) goes again each time.
+    _start_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._parts = itertools.count(self.first_part)
@@ -202,6 +205,8 @@ class TurnRecorder:
         if owner is not None and "__" not in tool_name:
             tool_name = f"{owner}__{tool_name}"  # the name every client sees a client's tool by
         self._tools[call_id] = tool_name
+        if meta:
+            self._start_meta[call_id] = dict(meta)
         action = _drop_none(
             type="chat/toolCallStart",
             turnId=self.turn_id,
@@ -265,10 +270,7 @@ class TurnRecorder:
                 "turnId": self.turn_id,
                 "toolCallId": call_id,
                 "content": [self._subagent_content(call_id)] if sub else [],
-                "_meta": {
-                    **(self._subagent_meta(call_id) if sub else {}),
-                    "progressMessage": message,
-                },
+                "_meta": {**self._call_meta(call_id), "progressMessage": message},
             }
         )
 
@@ -288,7 +290,7 @@ class TurnRecorder:
                 "turnId": self.turn_id,
                 "toolCallId": call_id,
                 "content": [self._subagent_content(call_id)],
-                "_meta": self._subagent_meta(call_id),
+                "_meta": self._call_meta(call_id),
             }
         )
         return child
@@ -297,13 +299,15 @@ class TurnRecorder:
         uri, name, description = self._subagents[call_id]
         return {"type": "subagent", "resource": uri, "title": description, "agentName": name}
 
-    def _subagent_meta(self, call_id: str) -> dict[str, Any]:
-        uri, name, description = self._subagents[call_id]
-        return {
-            "subagentChatUri": uri,
-            "subagentAgentName": name,
-            "subagentDescription": description,
-        }
+    def _call_meta(self, call_id: str) -> dict[str, Any]:
+        """A call's whole ``_meta`` as it stands: what it started with, and its subagent's."""
+        meta = dict(self._start_meta.get(call_id) or {})
+        if call_id in self._subagents:
+            uri, name, description = self._subagents[call_id]
+            meta.update(
+                subagentChatUri=uri, subagentAgentName=name, subagentDescription=description
+            )
+        return meta
 
     def end_subagents(self, state: str) -> None:
         """The turn ended: every subagent still running ends with it."""
@@ -413,9 +417,9 @@ class TurnRecorder:
             "toolCallId": call_id,
             "result": result,
         }
-        if call_id in self._progressed and call_id in self._subagents:
+        if call_id in self._progressed:
             # A progress line says what a running call does: done, the call reads as rebuilt.
-            action["_meta"] = self._subagent_meta(call_id)
+            action["_meta"] = self._call_meta(call_id)
         self.chat(action)
 
     async def client_tool(

@@ -110,6 +110,10 @@ async def test_a_subagent_runs_in_a_child_chat_live_and_rebuilt(session_host):
             call["_meta"]["subagentChatUri"] == child == subagent_chat_uri(chat, call["toolCallId"])
         )
         assert {"type": "subagent", "resource": child}.items() <= call["content"][-1].items()
+        # The subagent and progress lines set the call's _meta whole: what it started with
+        # stays, and the progress line goes when the call completes.
+        assert call["_meta"]["toolKind"] == "subagent"
+        assert "progressMessage" not in call["_meta"]
         assert child_state["origin"] == {
             "kind": "tool",
             "chat": chat,

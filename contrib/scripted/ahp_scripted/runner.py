@@ -369,7 +369,9 @@ class TurnRun:
         report = self.report
         description = self.fill(step.description)
         tool_input = json.dumps({"description": description, "subagent_type": step.name})
-        report.tool_start(call_id, "Task", display_name=f"Subagent {step.name}")
+        report.tool_start(
+            call_id, "Task", display_name=f"Subagent {step.name}", meta={"toolKind": "subagent"}
+        )
         report.tool_input(call_id, tool_input)
         report.tool_running(
             call_id, tool_input=tool_input, invocation_message=f"Running {step.name}"

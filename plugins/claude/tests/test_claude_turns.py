@@ -469,6 +469,9 @@ async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anth
             if a["action"]["type"] == "chat/toolCallStart"
         )
         assert start["_meta"] == {"toolKind": "subagent"}
+        # Setting the subagent and progress on the call keeps what it started with.
+        assert call["_meta"]["toolKind"] == "subagent"
+        assert "progressMessage" not in call["_meta"]
         child = call["_meta"]["subagentChatUri"]
         assert call["_meta"]["subagentDescription"] == "Look around"
         child_state = await chat_state(client, child)
