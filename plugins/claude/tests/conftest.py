@@ -92,6 +92,16 @@ async def open_session(
     return uri, chat
 
 
+async def connect_and_open(
+    running: RunningHost, workdir: Path, n: int = 1, **extra: Any
+) -> tuple[AhpTestClient, str, str]:
+    """Client ``c1``, initialized, with session ``n`` created and its default chat open."""
+    client = await running.connect("c1")
+    await client.initialize()
+    session, chat = await open_session(client, workdir, n, **extra)
+    return client, session, chat
+
+
 def message(text: str) -> dict[str, Any]:
     return {"text": text, "origin": {"kind": "user"}}
 

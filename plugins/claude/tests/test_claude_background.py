@@ -13,9 +13,9 @@ from conftest import (
     agent_of,
     chat_state,
     confirm,
+    connect_and_open,
     is_action,
     message,
-    open_session,
     start_turn,
     turn_end,
 )
@@ -48,9 +48,7 @@ async def test_a_background_shell_is_listed_until_it_ends_and_the_cli_then_follo
         reply("The wait is over."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "wait in the background", "t1")
         ready = await client.recv_until(is_action("chat/toolCallReady", chat))
         if "confirmed" not in ready["params"]["action"]:
@@ -98,9 +96,7 @@ async def test_a_background_subagent_links_its_chat_and_its_end_starts_a_turn(
         reply("My helper found 42."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "delegate", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         state = await chat_state(client, chat)
@@ -124,9 +120,7 @@ async def test_the_session_meta_names_the_model_the_cli_runs_on(
 ):
     anthropic.script(reply("Hi"), reply("Hi again"), reply("Hi once more"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         first = anthropic.main_requests()[-1].body["model"]
@@ -194,9 +188,7 @@ async def test_a_background_subagent_keeps_its_chat_turn_after_its_parent_turn_e
         reply("My helper found 42."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "delegate", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         (work,) = (await chat_state(client, chat))["backgroundWork"]
@@ -234,9 +226,7 @@ async def test_a_reopened_session_names_its_model_before_its_first_turn(
 ):
     anthropic.script(reply("Hi"), reply("Hi again"), reply("Hi once more"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "/model haiku", "t1")  # the CLI's own switch
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         await start_turn(client, chat, "hi", "t2")

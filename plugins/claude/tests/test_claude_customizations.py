@@ -11,7 +11,15 @@ from typing import Any
 import anyio
 import pytest
 from anthropic_server import ToolUse, reply
-from conftest import chat_state, confirm, is_action, open_session, start_turn, turn_end
+from conftest import (
+    chat_state,
+    confirm,
+    connect_and_open,
+    is_action,
+    open_session,
+    start_turn,
+    turn_end,
+)
 from oauth_server import OAuthServer
 
 from ahp_claude.plugin import backend_for
@@ -103,9 +111,7 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
         reply("Echoed."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         # Switched off before any CLI runs: the switch is made when one starts.
         seq = await client.dispatch(
             session,

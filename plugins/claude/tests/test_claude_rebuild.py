@@ -12,6 +12,7 @@ from anthropic_server import Thinking, ToolUse, reply
 from conftest import (
     chat_state,
     confirm,
+    connect_and_open,
     is_action,
     open_session,
     start_turn,
@@ -53,9 +54,7 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
         reply("A summary of it all."),  # what /compact asks the model for
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "delegate", "t1")
         needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
         request = needed["params"]["action"]["request"]
@@ -127,9 +126,7 @@ async def test_reopened_calls_questions_and_commands_read_as_live(
         reply(ToolUse("Bash", bash, id="toolu_waits")),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
 
         async def needed() -> dict[str, Any]:
             frame = await client.recv_until(is_action("session/inputNeededSet", session), 30)
@@ -196,9 +193,7 @@ async def test_a_reopened_client_tool_call_says_what_the_client_said(
 async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, workdir: Path):
     anthropic.unauthorized = True
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/error"
         live = await chat_state(client, chat)

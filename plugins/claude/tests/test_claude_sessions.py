@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from anthropic_server import ToolUse, reply
-from conftest import SID, chat_state, open_session, start_turn, turn_end
+from conftest import SID, chat_state, connect_and_open, start_turn, turn_end
 
 pytestmark = pytest.mark.anyio
 
@@ -34,9 +34,7 @@ async def test_a_past_session_is_listed_from_its_transcript_reopened_and_continu
         reply("Second answer"),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "first question", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
     # The CLI stored it under the id the client chose.
@@ -77,9 +75,7 @@ async def test_truncate_rewinds_the_conversation_the_cli_continues(
 ):
     anthropic.script(reply("Alpha answer"), reply("Beta answer"), reply("Gamma answer"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         for turn_id, text in (("t1", "alpha"), ("t2", "beta")):
             await start_turn(client, chat, text, turn_id)
             assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
@@ -97,9 +93,7 @@ async def test_truncate_rewinds_the_conversation_the_cli_continues(
 async def test_a_fork_continues_from_the_named_turn(claude_host, anthropic, workdir):
     anthropic.script(reply("Alpha answer"), reply("Beta answer"), reply("Forked answer"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         for turn_id, text in (("t1", "alpha"), ("t2", "beta")):
             await start_turn(client, chat, text, turn_id)
             assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
@@ -129,9 +123,7 @@ async def test_each_turn_costs_its_own_share_across_a_restart(claude_host, anthr
         return [t["usage"]["_meta"]["ahp.cost"]["amount"] for t in state["turns"]]
 
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         for turn in ("t1", "t2"):
             await start_turn(client, chat, "hi", turn)
             assert (await turn_end(client, chat))["type"] == "chat/turnComplete"

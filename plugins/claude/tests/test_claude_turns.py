@@ -13,6 +13,7 @@ from conftest import (
     agent_of,
     chat_state,
     confirm,
+    connect_and_open,
     is_action,
     open_session,
     reached,
@@ -26,9 +27,7 @@ pytestmark = pytest.mark.anyio
 async def test_a_text_turn_streams_thinking_and_text(claude_host, anthropic, workdir: Path):
     anthropic.script(reply(Thinking("Let me see."), "Hello from Claude", cache_read=5))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi there", "t1")
         end = await turn_end(client, chat)
         assert end["type"] == "chat/turnComplete", end
@@ -56,9 +55,7 @@ async def test_a_bash_call_asks_and_runs_once_approved(claude_host, anthropic, w
         reply("Made it."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "make a file", "t1")
         needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
         request = needed["params"]["action"]["request"]
@@ -121,9 +118,7 @@ async def test_two_asks_wait_together_and_a_denied_one_does_not_run(
         reply("One of two."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "read two files", "t1")
         first = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
         second = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
@@ -155,9 +150,7 @@ async def test_cancel_drains_and_the_next_turn_starts_at_once(claude_host, anthr
     hold = Hold()
     anthropic.script(reply("Starting", hold, "never said"), reply("Second answer"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "go slowly", "t1")
         await reached(hold)
         await client.dispatch(chat, {"type": "chat/turnCancelled", "turnId": "t1", "duration": 0})
@@ -176,9 +169,7 @@ async def test_a_killed_cli_ends_the_turn_in_an_error_and_the_next_turn_resumes(
     hold = Hold()
     anthropic.script(reply("Working", hold), reply("Back again"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "work", "t1")
         await reached(hold)
         pid = agent_of(running, chat).pid
@@ -198,9 +189,7 @@ async def test_a_killed_cli_ends_the_turn_in_an_error_and_the_next_turn_resumes(
 async def test_without_credentials_a_turn_says_how_to_sign_in(claude_host, anthropic, workdir):
     anthropic.unauthorized = True
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi", "t1")
         end = await turn_end(client, chat)
         assert end["type"] == "chat/error"
@@ -226,9 +215,7 @@ async def test_ask_user_question_becomes_a_question_and_the_answer_goes_back(
     }
     anthropic.script(reply(ToolUse("AskUserQuestion", asked)), reply("Blue it is."))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "pick for me", "t1")
         needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
         request = needed["params"]["action"]["request"]["request"]
@@ -306,9 +293,7 @@ async def test_a_steering_message_joins_the_running_turn(claude_host, anthropic,
     hold = Hold()
     anthropic.script(reply("Working on it.", hold), reply("Changed course."))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "long job", "t1")
         await reached(hold)
         await client.dispatch(
@@ -342,9 +327,9 @@ async def test_shell_init_scripts_run_before_each_bash_command(claude_host, anth
     ]
     # Without a bash SHELL the CLI prefers zsh where one is installed, which never reads BASH_ENV.
     async with claude_host({"SHELL": "/bin/sh"}) as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir, config={"shellInitScripts": scripts})
+        client, session, chat = await connect_and_open(
+            running, workdir, config={"shellInitScripts": scripts}
+        )
         await start_turn(client, chat, "greet", "t1")
         # A command that expands a variable asks first; the script must not change that.
         needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
@@ -370,9 +355,7 @@ async def test_a_write_shows_its_diff_before_approval_and_allow_always_stops_the
         reply("Edited again."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "edit it", "t1")
         needed = await client.recv_until(is_action("session/inputNeededSet", session), timeout=30)
         call = needed["params"]["action"]["request"]["toolCall"]["toolCallId"]
@@ -420,9 +403,7 @@ async def test_a_permission_mode_change_reaches_the_running_cli(claude_host, ant
         reply("Wrote it."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hello", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         seq = await client.dispatch(
@@ -453,9 +434,7 @@ async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anth
         reply("My helper says 42."),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "delegate", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         state = await chat_state(client, chat)
@@ -490,9 +469,7 @@ async def test_an_agent_call_runs_its_subagent_in_a_child_chat(claude_host, anth
 async def test_usage_names_the_model_the_cli_ran_on(claude_host, anthropic, workdir: Path):
     anthropic.script(reply("Hi"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         usage = (await chat_state(client, chat))["turns"][-1]["usage"]
@@ -506,9 +483,7 @@ async def test_usage_says_how_full_the_context_is(claude_host, anthropic, workdi
         reply("Done", input_tokens=30, cache_read=100, cache_write=20, output_tokens=5),
     )
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        session, chat = await open_session(client, workdir)
+        client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "look", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         usage = (await chat_state(client, chat))["turns"][-1]["usage"]
@@ -527,9 +502,7 @@ async def test_usage_says_how_full_the_context_is(claude_host, anthropic, workdi
 async def test_compaction_shows_as_a_system_notification(claude_host, anthropic, workdir: Path):
     anthropic.script(reply("First answer"))
     async with claude_host() as (running, _):
-        client = await running.connect("c1")
-        await client.initialize()
-        _, chat = await open_session(client, workdir)
+        client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hello", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         await start_turn(client, chat, "/compact", "t2")
