@@ -1,12 +1,13 @@
 """What a Claude Code CLI offers a session, as protocol customizations, and the switches on them.
 
-The CLI reports its commands (``get_server_info``: name, description, argument
-hint), which of them are skills and which of those sit behind a slash (the
+The CLI reports its commands and subagents (``get_server_info``: name,
+description, argument hint; an agent's pinned model), which of them are skills and which of those sit behind a slash (the
 ``init`` message), the plugins it loaded and its MCP servers
 (``get_mcp_status``). Skills and prompts are children of one directory
 container per kind: the protocol's ``contents`` names a single child type, and
 the CLI never says where a command came from, so the container names the folder
-a person would add one to. MCP servers are top-level entries named by the
+a person would add one to. Subagents are children of a third container, the
+agents folder. MCP servers are top-level entries named by the
 server's own name, which is what a ``mcp__<server>__<tool>`` call names too.
 
 MCP servers are switched through the CLI and plugins through its
@@ -34,7 +35,8 @@ log = logging.getLogger(__name__)
 
 SKILLS = "dir:skills"
 COMMANDS = "dir:commands"
-SKILL, PROMPT, PLUGIN = "skill:", "prompt:", "plugin:"
+AGENTS = "dir:agents"
+SKILL, PROMPT, PLUGIN, AGENT = "skill:", "prompt:", "plugin:", "agent:"
 
 #: The protocol's words for the CLI's MCP connection statuses.
 MCP_KINDS = {
@@ -139,6 +141,40 @@ def _directory(
     }
 
 
+def agents(
+    reported: Sequence[Mapping[str, Any]], directory: Path, home: Path | None = None
+) -> dict[str, Any]:
+    """The subagents the CLI offers (``get_server_info``'s ``agents``) under the agents folder.
+
+    An agent's file is the folder's own, else the home one's; a built-in agent has none,
+    and is named where one would be put to replace it.
+    """
+    agent_dir = directory / ".claude" / "agents"
+    folders = [agent_dir] + ([home / ".claude" / "agents"] if home else [])
+    children: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for agent in reported:
+        name = str(agent.get("name") or "")
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        files = [folder / f"{name}.md" for folder in folders]
+        path = next((f for f in files if f.is_file()), files[0])
+        child: dict[str, Any] = {
+            "id": AGENT + name,
+            "uri": path.as_uri(),
+            "name": name,
+            "type": "agent",
+        }
+        if agent.get("description"):
+            child["description"] = str(agent["description"])
+        # "inherit" is the CLI's word for what the protocol says by leaving the model out.
+        if agent.get("model") and agent["model"] != "inherit":
+            child["model"] = str(agent["model"])
+        children.append(child)
+    return _directory(AGENTS, "Agents", agent_dir, "agent", children)
+
+
 def plugins(
     known: Mapping[str, Mapping[str, Any]],
     loaded: Iterable[str],
@@ -225,7 +261,10 @@ class Customizations:
 
     def __init__(self, agent: ClaudeAgent) -> None:
         self.agent = agent
-        self.commands: list[dict[str, Any]] = list(agent.backend.server_info.get("commands") or ())
+        probed = agent.backend.server_info
+        # What the boot probe learned stands until this session's own CLI answers.
+        self.commands: list[dict[str, Any]] = list(probed.get("commands") or ())
+        self.agents: list[dict[str, Any]] = list(probed.get("agents") or ())
         self.skills: list[str] | None = None
         self.slash: list[str] | None = None
         #: Every plugin seen, by its source (``name@marketplace``), and those loaded now.
@@ -235,7 +274,12 @@ class Customizations:
         #: switched off is not among those the CLI reports.
         self.plugin_switches: dict[str, bool] = {}
         #: The CLI's MCP servers by name (``get_mcp_status`` entries).
-        self.servers: dict[str, dict[str, Any]] = {}
+        self.servers: dict[str, dict[str, Any]] = {
+            str(s["name"]): dict(s) for s in probed.get("mcpServers") or () if _shown(s)
+        }
+        #: Whether the servers are this session's CLI's own, not the probe's (which ran in
+        #: the home folder, so it knows none of a project's servers).
+        self.servers_heard = False
         #: MCP servers a client switched while no CLI ran, applied when one starts.
         self.wanted: dict[str, bool] = {}
         self._settling = False
@@ -252,6 +296,8 @@ class Customizations:
         made = containers(
             self.commands, self.directory, skills=self.skills, slash=self.slash, home=home
         )
+        if self.agents:
+            made.append(agents(self.agents, self.directory, home))
         made += plugins(self.plugins, self.loaded, self.plugin_switches)
         made += [mcp_server(s, self.directory, home) for s in self.servers.values()]
         return made
@@ -277,6 +323,8 @@ class Customizations:
         info = await client.get_server_info() or {}
         if info.get("commands"):
             self.commands = list(info["commands"])
+        if info.get("agents"):
+            self.agents = list(info["agents"])
         if self.wanted:
             answer = await client.get_mcp_status()
             known = {str(s.get("name")) for s in answer.get("mcpServers") or ()}
@@ -307,6 +355,7 @@ class Customizations:
         answer = await client.get_mcp_status()
         fresh = {str(s["name"]): dict(s) for s in answer.get("mcpServers") or () if _shown(s)}
         old, self.servers = self.servers, fresh
+        self.servers_heard = True
         report = self.agent.start.report
         if publish_all or set(old) != set(fresh):
             self.publish()
@@ -334,10 +383,15 @@ class Customizations:
 
     # -- switches a client made -----------------------------------------------------------
     async def toggle(self, customization_id: str, enabled: bool) -> None:
-        if customization_id.startswith((SKILL, PROMPT)) or customization_id in (SKILLS, COMMANDS):
+        if customization_id.startswith((SKILL, PROMPT, AGENT)) or customization_id in (
+            SKILLS,
+            COMMANDS,
+            AGENTS,
+        ):
             raise AgentRefused(
                 f"Claude Code cannot switch {customization_id} on or off while it runs: it loads "
-                "every skill and command it finds. Move the file out of the folder to remove it."
+                "every skill, command and agent it finds. Move the file out of the folder to "
+                "remove it."
             )
         if customization_id.startswith(PLUGIN):
             await self.plugin(customization_id[len(PLUGIN) :], enabled)
@@ -381,7 +435,7 @@ class Customizations:
     async def mcp(self, name: str, enabled: bool) -> None:
         """Switch an MCP server through the CLI, then report the state the CLI reads back."""
         client = self.agent.client
-        if self.servers and name not in self.servers:
+        if self.servers_heard and name not in self.servers:
             raise AgentRefused(f"this Claude session has no MCP server {name}")
         if client is None:
             # No CLI runs now: the switch is made when one starts.
@@ -419,6 +473,10 @@ class Customizations:
 def for_agent(server_info: Mapping[str, Any], home: Path) -> dict[str, Any]:
     """``AgentInfo.customizations`` from the boot probe: what the CLI offers in any folder."""
     commands = server_info.get("commands")
-    if not commands:
-        return {}
-    return {"customizations": containers(commands, home, home=home)}
+    reported = server_info.get("agents")
+    servers = [s for s in server_info.get("mcpServers") or () if _shown(s)]
+    made = containers(commands, home, home=home) if commands else []
+    if reported:
+        made.append(agents(reported, home, home))
+    made += [mcp_server(s, home, home) for s in servers]
+    return {"customizations": made} if made else {}

@@ -1,7 +1,8 @@
 """Work the backend does beside its chats, each in a thread of its own so it needs no host task.
 
 - The boot probe starts one CLI, asks it what it offers (models with their effort
-  levels, commands, agents) and stops it; the agent is listed before and after.
+  levels, commands, subagents, MCP servers with their states) and stops it; the agent
+  is listed before and after.
 - The watcher follows the projects folder, so a transcript written elsewhere (a
   ``claude`` run in a terminal) reaches the index as it is written.
 """
@@ -61,10 +62,32 @@ async def server_info(env: Mapping[str, str], cwd: str) -> dict[str, Any]:
     client = ClaudeSDKClient(ClaudeAgentOptions(env=dict(env), cwd=cwd))
     await client.connect()
     try:
-        return dict(await client.get_server_info() or {})
+        info = dict(await client.get_server_info() or {})
+        try:
+            info["mcpServers"] = await mcp_servers(client)
+        except Exception as exc:  # the rest of what the CLI said still counts
+            log.info("the Claude CLI did not list its MCP servers: %s", exc)
+        return info
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await client.disconnect()
+
+
+#: How long the probe follows MCP servers still starting before it reports them as starting.
+MCP_SETTLE_SECONDS = 10.0
+
+
+async def mcp_servers(client: Any) -> list[dict[str, Any]]:
+    """The CLI's MCP servers (``get_mcp_status``), once none is pending or the wait is over."""
+    servers: list[dict[str, Any]] = []
+    with anyio.move_on_after(MCP_SETTLE_SECONDS):
+        while True:
+            answer = await client.get_mcp_status()
+            servers = [dict(s) for s in answer.get("mcpServers") or ()]
+            if not any(s.get("status") == "pending" for s in servers):
+                break
+            await anyio.sleep(0.2)
+    return servers
 
 
 #: How long the boot probe may take (a CLI start and one question) before it is given up.

@@ -85,6 +85,13 @@ async def test_the_boot_probe_lists_the_clis_models_with_their_effort_levels(
     [standup] = [c for c in found["dir:commands"]["children"] if c["name"] == "standup"]
     assert standup["_meta"]["ahp.argumentHint"] == "<day>"
     assert found["dir:commands"]["uri"] == commands.as_uri()
+    # The CLI's subagents under the agents folder; "inherit" is said by leaving the model out.
+    agents = {c["name"]: c for c in found["dir:agents"]["children"]}
+    assert agents["general-purpose"]["id"] == "agent:general-purpose"
+    assert all(c.get("model") != "inherit" for c in agents.values())
+    # No MCP server configured: the probe says so, and the agent lists none.
+    assert backend.server_info["mcpServers"] == []
+    assert not [c for c in after["customizations"] if c["type"] == "mcpServer"]
     backend.stop()
 
 

@@ -246,6 +246,16 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
         home / ".claude" / "commands" / "standup.md",
         "---\ndescription: Write the standup\nargument-hint: <day>\n---\nFor $ARGUMENTS\n",
     )
+    write(
+        home / ".claude" / "agents" / "reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews code changes\nmodel: haiku\n---\nReview.\n",
+    )
+    # A user-scope MCP server: the CLI's own settings file, where `claude mcp add` puts it.
+    echo = {"command": sys.executable, "args": [str(HERE / "mcp_echo.py")]}
+    write(
+        Path(claude_env["CLAUDE_CONFIG_DIR"]) / ".claude.json",
+        json.dumps({"mcpServers": {"echo": echo}}),
+    )
     settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
     async with running_host([("claude", ProbingClaude(claude_env))], settings=settings) as running:
         client = await running.connect("c1")
@@ -257,6 +267,16 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
             [agent] = frame["params"]["action"]["agents"]
         found = {c["id"]: c for c in agent["customizations"]}
         assert "standup" in [c["name"] for c in found["dir:commands"]["children"]]
+        # The MCP servers and subagents too, before any session exists.
+        assert found["echo"]["type"] == "mcpServer"
+        assert found["echo"]["state"] == {"kind": "ready"}  # the probe waits out "pending"
+        assert found["echo"]["_meta"] == {"ahp.scope": "user"}
+        agents = {c["name"]: c for c in found["dir:agents"]["children"]}
+        reviewer = agents["reviewer"]
+        assert (reviewer["type"], reviewer["model"]) == ("agent", "haiku")
+        assert reviewer["description"] == "Reviews code changes"
+        assert reviewer["uri"] == (home / ".claude" / "agents" / "reviewer.md").as_uri()
+        assert "general-purpose" in agents  # the CLI's built-in ones are offered as well
         # A session starts with them before its own CLI has said anything.
         session, _ = await open_session(client, workdir)
         state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
@@ -264,3 +284,6 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
         [standup] = [c for c in commands["children"] if c["name"] == "standup"]
         assert standup["_meta"]["ahp.argumentHint"] == "<day>"
         assert commands["uri"] == (workdir / ".claude" / "commands").as_uri()
+        seeded = {c["id"]: c for c in state["customizations"]}
+        assert seeded["echo"]["type"] == "mcpServer"
+        assert "agent:reviewer" in [c["id"] for c in seeded["dir:agents"]["children"]]
