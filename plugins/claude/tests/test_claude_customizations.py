@@ -256,6 +256,7 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
         Path(claude_env["CLAUDE_CONFIG_DIR"]) / ".claude.json",
         json.dumps({"mcpServers": {"echo": echo}}),
     )
+    write(workdir / ".mcp.json", json.dumps({"mcpServers": {"local": echo}}))
     settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
     async with running_host([("claude", ProbingClaude(claude_env))], settings=settings) as running:
         client = await running.connect("c1")
@@ -287,3 +288,14 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
         seeded = {c["id"]: c for c in state["customizations"]}
         assert seeded["echo"]["type"] == "mcpServer"
         assert "agent:reviewer" in [c["id"] for c in seeded["dir:agents"]["children"]]
+        # The probe ran in the home folder: a project's own server, not among those seeded,
+        # can still be switched before the session's CLI runs (it is applied when one starts).
+        seq = await client.dispatch(
+            session,
+            {
+                "type": "session/customizationToggled",
+                "id": "local",
+                "enablement": [{"kind": "session", "enabled": False}],
+            },
+        )
+        assert "rejectionReason" not in await client.answer_to(seq)
