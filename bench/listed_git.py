@@ -21,18 +21,17 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from catalogue import Plugin  # beside this script
+from catalogue import Listed, Plugin  # beside this script
 
 from ahp_git import plugin as git_plugin
 from ahpcore.host import HostSettings
 from ahpcore.sessions import manager
-from ahpcore.sessions.contract import Abilities, CataloguePage, CatalogueRow
+from ahpcore.sessions.contract import CatalogueRow
 from ahpcore.testing import running_host
 
 
-class InFolders:
-    provider = "bench"
-    abilities = Abilities(resume=True, list_sessions=True)
+class InFolders(Listed):
+    """The catalogue bench's backend, its rows spread over ``folders``."""
 
     def __init__(self, count: int, folders: list[str]) -> None:
         self.rows = [
@@ -45,29 +44,6 @@ class InFolders:
             )
             for n in range(count, 0, -1)
         ]
-
-    def agents(self) -> list[dict[str, Any]]:
-        return [{"provider": "bench", "displayName": "Bench", "description": "", "models": []}]
-
-    def catalogue(
-        self, *, limit: int | None = None, cursor: str | None = None, directory: Any = None
-    ) -> CataloguePage:
-        start = int(cursor or 0)
-        end = len(self.rows) if limit is None else start + limit
-        return CataloguePage(self.rows[start:end], str(end) if end < len(self.rows) else None)
-
-    def lookup(self, session_id: str) -> CatalogueRow | None:
-        return next((r for r in self.rows if r.session_id == session_id), None)
-
-    async def start(self, start: Any) -> Any:
-        raise NotImplementedError
-
-    def read_transcript(self, backend_id: str, reader: Any) -> bool:
-        return True
-
-    def delete(self, backend_id: str) -> None: ...
-
-    def truncate(self, backend_id: str, turn_id: str | None) -> None: ...
 
 
 def make_folders(root: Path, repos: int, folders: int) -> tuple[list[str], set[str]]:
