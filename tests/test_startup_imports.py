@@ -123,6 +123,20 @@ OFF_LOOP = textwrap.dedent(
                             {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
                         ))
                         print(json.dumps(json.loads(await ws.recv())))
+                    print(json.dumps(built_in))
+                    # An action can be of any type: checking it needs the full models.
+                    await ws.send(json.dumps({
+                        "jsonrpc": "2.0",
+                        "method": "dispatchAction",
+                        "params": {
+                            "channel": "ahp-root://",
+                            "clientSeq": 1,
+                            "action": {"type": "session/titleChanged", "title": "t"},
+                        },
+                    }))
+                    with anyio.fail_after(60):
+                        while not built_in:
+                            await anyio.sleep(0.01)
                 print(json.dumps(built_in))
                 server.close()
                 await server.wait_closed()
@@ -132,7 +146,7 @@ OFF_LOOP = textwrap.dedent(
 )
 
 
-def test_the_first_request_needing_the_full_models_builds_them_off_the_event_loop():
+def test_requests_build_only_their_params_and_an_action_builds_the_rest_off_the_loop():
     env = {**os.environ, "AHP_CLAUDE_PROBE": "0", "AHP_CLAUDE_WATCH": "0"}
     done = subprocess.run(
         [sys.executable, "-c", OFF_LOOP],
@@ -143,11 +157,13 @@ def test_the_first_request_needing_the_full_models_builds_them_off_the_event_loo
         check=True,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
-    *answers, built_in = lines
-    first, listed, bad = (json.loads(a) for a in answers)
+    first, listed, bad, before_action, after_action = (json.loads(a) for a in lines)
     assert first["result"]["protocolVersion"] == "1.0.0"
     assert "items" in listed["result"]
-    # The models still check what they checked, once built.
+    # The params' own module checks what the full models checked.
     assert bad["error"]["code"] == -32602 and "limit" in bad["error"]["message"]
-    # Built once, and not by the thread running the event loop.
-    assert json.loads(built_in) == [False]
+    # Listing sessions built none of the other classes: its first answer never waits
+    # for them.
+    assert before_action == []
+    # The first action built them once, and not in the thread running the event loop.
+    assert after_action == [False]

@@ -17,7 +17,7 @@ import anyio.to_thread
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
-from ahpcore.protocol.methods import HANDSHAKE_MODELS
+from ahpcore.protocol.methods import CUT_PARAMS, cut_module
 
 EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
 #: Other spellings taken for a literal channel (an older client's authority form).
@@ -34,24 +34,34 @@ def _models() -> ModuleType:
 
 
 async def load_models(model_name: str) -> None:
-    """Build the full models in a worker thread when ``model_name`` is the first to need
-    them: their 0.2-0.4 s of class building would otherwise hold the event loop, and
-    every other client with it, inside the first request after a start."""
-    if model_name in HANDSHAKE_MODELS or _models.cache_info().currsize:
-        return
-    await anyio.to_thread.run_sync(_models)
+    """Build the classes ``model_name`` needs in a worker thread, the first time only.
+
+    A request's params come from a small module of their own; anything else (an
+    action) needs the full models, whose 0.2-0.4 s of class building would
+    otherwise hold the event loop, and every other client with it.
+    """
+    if model_name in CUT_PARAMS:
+        if model_name not in _cuts:
+            await anyio.to_thread.run_sync(_cut, model_name)
+    elif not _models.cache_info().currsize:
+        await anyio.to_thread.run_sync(_models)
 
 
-@cache
-def _handshake() -> ModuleType:
-    # The few a connection's first requests need, so answering initialize builds none
-    # of the others.
-    return importlib.import_module("ahpcore.protocol._generated.handshake")
+#: Params model name -> the generated module holding it, once imported.
+_cuts: dict[str, ModuleType] = {}
+
+
+def _cut(model_name: str) -> ModuleType:
+    module = _cuts.get(model_name)
+    if module is None:
+        name = f"ahpcore.protocol._generated.commands.{cut_module(model_name)}"
+        module = _cuts[model_name] = importlib.import_module(name)
+    return module
 
 
 def _model(model_name: str) -> Any:
-    if model_name in HANDSHAKE_MODELS:
-        return getattr(_handshake(), model_name)
+    if model_name in CUT_PARAMS:
+        return getattr(_cut(model_name), model_name)
     return getattr(_models(), model_name, None)
 
 

@@ -7,9 +7,9 @@ modules into ``ahpcore/protocol/_generated/``:
 * ``models.py``  - pydantic v2 models that keep unknown keys out of the way (lenient),
 * ``strict.py``  - the same models forbidding unknown keys, for checking frames,
 * ``state.py``   - TypedDicts for the plain state dicts the reducers handle.
-* ``handshake.py`` - the lenient models a connection's first requests (initialize,
-  reconnect, ping) are checked with, cut out of ``models.py`` so a host answers its
-  first client without building the other five hundred classes.
+* ``commands/<name>.py`` - one module per request's params (``CUT_PARAMS``), each
+  holding the lenient model and the classes it needs, cut out of ``models.py`` so a
+  request is checked without building the other five hundred classes.
 
 The output is committed and must never be edited by hand; fixes belong in
 ``ahpcore/protocol/extensions.py`` or in the schema preparation below.
@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ahpcore.protocol.methods import HANDSHAKE_MODELS
+from ahpcore.protocol.methods import CUT_PARAMS, cut_module
 
 SCHEMA_FILES = ("state", "actions", "commands", "notifications", "errors")
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -241,10 +241,16 @@ def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
             target = out_dir / file_name
             target.write_text(header + "\n".join(lines).lstrip("\n") + "\n", "utf-8")
             written.append(target)
-    handshake = out_dir / "handshake.py"
     models_body = (out_dir / "models.py").read_text("utf-8").removeprefix(header)
-    handshake.write_text(header + cut_models(models_body, HANDSHAKE_MODELS), "utf-8")
-    written.append(handshake)
+    cuts = out_dir / "commands"
+    cuts.mkdir(exist_ok=True)
+    for model_name in CUT_PARAMS:
+        cut = cuts / f"{cut_module(model_name)}.py"
+        cut.write_text(header + cut_models(models_body, (model_name,)), "utf-8")
+        written.append(cut)
+    cuts_init = cuts / "__init__.py"
+    cuts_init.write_text(header + '"""Each request\'s params model, in a module of its own."""\n')
+    written.append(cuts_init)
     init = out_dir / "__init__.py"
     init.write_text(header + '"""Generated protocol models; see ahpcore.protocol.codegen."""\n')
     written.append(init)

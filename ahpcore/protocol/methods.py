@@ -7,6 +7,7 @@ Names refer to classes of the generated models (``ahpcore.protocol.models``).
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 
@@ -83,9 +84,19 @@ SERVER_NOTIFICATIONS: dict[str, str] = {
     "otlp/exportMetrics": "OtlpExportMetricsParams",
 }
 
-#: The params of a connection's first requests: their models are generated into a
-#: module of their own (``_generated/handshake.py``), so a host answers ``initialize``
-#: without building every protocol model.
-HANDSHAKE_MODELS: tuple[str, ...] = tuple(
-    COMMANDS[method].params for method in ("initialize", "reconnect", "ping")
+#: Params models generated each into a module of its own (``_generated/commands/``):
+#: a request is checked after building only the classes its params need, so neither a
+#: host's first ``initialize`` nor its first ``listSessions`` waits for the five hundred
+#: others. ``dispatchAction`` carries any action: it needs the full models.
+CUT_PARAMS: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [command.params for command in COMMANDS.values()]
+        + [name for method, name in CLIENT_NOTIFICATIONS.items() if method != "dispatchAction"]
+    )
 )
+
+
+def cut_module(model_name: str) -> str:
+    """The module of ``_generated/commands`` holding ``model_name`` (ListSessionsParams ->
+    list_sessions)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", model_name.removesuffix("Params")).lower()

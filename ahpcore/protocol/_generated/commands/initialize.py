@@ -41,33 +41,6 @@ class ClientCapabilities(BaseModel):
     ] = None
 
 
-class PingParams(BaseModel):
-    channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-
-
-class ChannelDeliveryResumeParams(BaseModel):
-    channel: URI
-    lastAppliedServerSeq: Annotated[
-        int | None,
-        Field(
-            description="Last serverSeq safely applied to this channel's retained state, not merely\nreceived, parsed, or queued. Replay starts after this checkpoint; discard\npartial frames and unapplied delivery messages before reconnecting.\nRequired for action replay. Omit for snapshot or live-edge recovery.",
-            ge=0,
-            le=9007199254740991,
-        ),
-    ] = None
-
-
-class ChannelDeliveryResumeOptions(BaseModel):
-    items: list[ChannelDeliveryResumeParams]
-
-
 class InitializeParams(BaseModel):
     channel: Literal["ahp-root://"]
     field_meta: Annotated[
@@ -103,31 +76,5 @@ class InitializeParams(BaseModel):
         ClientCapabilities | None,
         Field(
             description='Optional client capability declarations.\n\nServers SHOULD only advertise features whose corresponding client\ncapability is set here. Absent means "not declared" — the server\nMUST assume the client does not support the feature.'
-        ),
-    ] = None
-
-
-class ReconnectParams(BaseModel):
-    channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str, Field(description="Client identifier from the original connection")
-    ]
-    lastSeenServerSeq: Annotated[
-        int | float, Field(description="Last `serverSeq` the client received")
-    ]
-    subscriptions: Annotated[
-        list[URI], Field(description="URIs the client was subscribed to")
-    ]
-    windows: Annotated[
-        ChannelDeliveryResumeOptions | None,
-        Field(
-            description="Resume information for windowed subscriptions also named in subscriptions.\nThese channels recover independently and MUST NOT appear in inline legacy\nactions/snapshots. Delivery queues and credit counters restart on the new\ntransport; channel state recovers from action checkpoints or snapshots.\n\nStability: 1.0 - Early development."
         ),
     ] = None
