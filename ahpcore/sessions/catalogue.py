@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS catalogue (
     modified_at TEXT NOT NULL,
     listed INTEGER NOT NULL DEFAULT 0,
     backend_row TEXT,
-    host_row TEXT
+    host_row TEXT,
+    summary TEXT
 );
 CREATE INDEX IF NOT EXISTS catalogue_newest ON catalogue (modified_at DESC, id DESC);
 CREATE TABLE IF NOT EXISTS catalogue_chats (
@@ -62,7 +63,7 @@ SUMMARY_CACHE = 50_000
 #: A backend's row, new or changed.
 _UPSERT_LISTED = (
     "INSERT INTO catalogue (id, provider, modified_at, backend_row) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT(id) DO UPDATE SET backend_row = excluded.backend_row, "
+    "ON CONFLICT(id) DO UPDATE SET backend_row = excluded.backend_row, summary = NULL, "
     "modified_at = max(catalogue.modified_at, excluded.modified_at)"
 )
 
@@ -132,9 +133,11 @@ class CatalogueIndex:
         self._refreshing: dict[str, anyio.Event] = {}
         #: Providers whose listing an earlier run of this host left in the index.
         self._kept: set[str] | None = None
-        #: (id, provider, backend half, host half) -> its summary, so an unchanged row is
-        #: not decoded and merged again on every listing.
-        self._summaries: dict[tuple[Any, ...], dict[str, Any]] = {}
+        #: A row's encoded summary -> the summary, so an unchanged row is not decoded
+        #: again on every listing.
+        self._summaries: dict[str, dict[str, Any]] = {}
+        #: Rows the current worker call changed without changing what they list.
+        self._quiet_changes = 0
         #: Provider -> the rows of its last refresh, as the index holds them (by session id).
         self._listed: dict[str, dict[str, CatalogueRow]] = {}
         #: The last whole listing (providers, rows, summaries), until the index changes.
@@ -151,6 +154,9 @@ class CatalogueIndex:
             if self.path is not None:
                 db.execute("PRAGMA journal_mode=WAL")
             db.executescript(_SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(catalogue)")}
+            if "summary" not in columns:  # an index an earlier version of this host left
+                db.execute("ALTER TABLE catalogue ADD COLUMN summary TEXT")
             self._db = db
         return self._db
 
@@ -158,6 +164,7 @@ class CatalogueIndex:
         with self._lock:
             db = self._connect()
             changes = db.total_changes
+            self._quiet_changes = 0
             db.execute("BEGIN IMMEDIATE")
             try:
                 result = work(db)
@@ -165,7 +172,8 @@ class CatalogueIndex:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
-            if db.total_changes != changes:
+            # Summaries written back by a listing change no row's content.
+            if db.total_changes - changes != self._quiet_changes:
                 self._full = None  # the index changed: the whole listing must be read again
             return result
 
@@ -193,7 +201,7 @@ class CatalogueIndex:
         def work(db: sqlite3.Connection) -> None:
             db.execute(
                 "INSERT INTO catalogue (id, provider, modified_at, host_row) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(id) DO UPDATE SET host_row = excluded.host_row, "
+                "ON CONFLICT(id) DO UPDATE SET host_row = excluded.host_row, summary = NULL, "
                 "modified_at = max(catalogue.modified_at, excluded.modified_at)",
                 (session_id, provider, modified, json.dumps(host)),
             )
@@ -274,7 +282,7 @@ class CatalogueIndex:
         gone = [(i,) for i in stored if i not in listed]
         # Gone from the backend and never kept by this host: gone from the list.
         db.executemany("DELETE FROM catalogue WHERE id = ? AND host_row IS NULL", gone)
-        db.executemany("UPDATE catalogue SET backend_row = NULL WHERE id = ?", gone)
+        db.executemany("UPDATE catalogue SET backend_row = NULL, summary = NULL WHERE id = ?", gone)
         db.execute("INSERT OR IGNORE INTO catalogue_listed (provider) VALUES (?)", (provider,))
         self._listed[provider] = listed  # last: a statement that failed leaves it as it was
 
@@ -306,8 +314,13 @@ class CatalogueIndex:
         offered = list(providers)
         after = self.cursors.read(cursor) if cursor is not None else None
         marks = ",".join("?" for _ in offered) or "NULL"
+        # A row's summary is kept encoded beside its halves (written the first time it is
+        # listed, cleared when either half changes), so a listing after a restart decodes
+        # one small text per row instead of merging two.
         sql = (
-            "SELECT id, provider, modified_at, backend_row, host_row FROM catalogue "
+            "SELECT id, provider, modified_at, summary, "
+            "CASE WHEN summary IS NULL THEN backend_row END, "
+            "CASE WHEN summary IS NULL THEN host_row END FROM catalogue "
             f"WHERE provider IN ({marks}) AND (backend_row IS NOT NULL OR host_row IS NOT NULL)"
         )
         args: list[Any] = list(offered)
@@ -321,7 +334,7 @@ class CatalogueIndex:
 
         def work(db: sqlite3.Connection) -> tuple[list[Any], list[dict[str, Any]]]:
             # The summaries are built in the worker too: at 10,000 rows, decoding
-            # and merging them would hold the event loop, and every client with it.
+            # them would hold the event loop, and every client with it.
             whole = limit is None and after is None
             if whole and self._full is not None and self._full[0] == offered:
                 _, found, summaries = self._full
@@ -332,22 +345,31 @@ class CatalogueIndex:
             if len(cache) > SUMMARY_CACHE:
                 cache.clear()
             # A whole listing keeps only what it used: rows changed since leave the cache.
-            fresh: dict[tuple[Any, ...], dict[str, Any]] | None = {} if whole else None
+            fresh: dict[str, dict[str, Any]] | None = {} if whole else None
             items = []
-            for session_id, provider, _, listed, host in kept:
-                key = (session_id, provider, listed, host)
-                summary = cache.get(key)
-                if summary is None:
-                    summary = cache[key] = summary_of(
+            made = []
+            for session_id, provider, _, text, listed, host in kept:
+                summary = cache.get(text) if text is not None else None
+                if summary is None and text is not None:
+                    summary = cache[text] = json.loads(text)
+                elif summary is None:
+                    summary = summary_of(
                         provider,
                         session_id,
                         json.loads(listed) if listed else {},
                         json.loads(host) if host else {},
                     )
+                    text = json.dumps(summary, separators=(",", ":"), ensure_ascii=False)
+                    cache[text] = summary
+                    made.append((text, session_id))
                 if fresh is not None:
-                    fresh[key] = summary
+                    fresh[text] = summary
                 # A copy: whoever answers may add to a row, and the cache must not see it.
                 items.append(dict(summary))
+            if made:
+                before = db.total_changes
+                db.executemany("UPDATE catalogue SET summary = ? WHERE id = ?", made)
+                self._quiet_changes = db.total_changes - before
             if fresh is not None:
                 self._summaries = fresh
                 self._full = (offered, found, list(fresh.values()))
