@@ -44,6 +44,10 @@ REFUSE_UNREAD_BYTES = 64 * 1024
 #: A result listing more items than this (a listSessions of thousands of rows) is
 #: encoded in a worker thread, so other clients are not held while it is written.
 ENCODE_APART_ITEMS = 1000
+#: A frame larger than this goes out in parts (WebSocket fragments of one message),
+#: the event loop serving other clients between them: compressing and writing a
+#: 3 MB listing in one go held every other connection for tens of milliseconds.
+SEND_IN_PARTS_OVER = 256 * 1024
 
 
 def _long_listing(result: Any) -> bool:
@@ -107,6 +111,13 @@ class Peer:
         self.write_many: Callable[[list[Any], str], list[Any]] | None = getattr(
             wire, "write_many", None
         )
+        #: A wire that can write one message as several fragments (see SEND_IN_PARTS_OVER).
+        self._send_in_parts: Callable[[str], Awaitable[None]] | None = getattr(
+            wire, "send_in_parts", None
+        )
+        #: True while the write loop is part-way through such a message: nothing may
+        #: go onto the wire around it until it is whole.
+        self._in_parts = False
 
     # -- sending -----------------------------------------------------------
     @property
@@ -132,7 +143,7 @@ class Peer:
         with no budget check: a sender with many idle peers hands them all to
         one ``write_many`` call instead of one ``send_text`` each.
         """
-        if self.write_many is None or self._outbox or self.closed:
+        if self.write_many is None or self._outbox or self._in_parts or self.closed:
             return None
         return self.wire if self.wire.buffered_bytes() == 0 else None
 
@@ -150,7 +161,8 @@ class Peer:
             if held > 0 and held + weight > limit:
                 self.fall_behind(held)
                 return False
-        if self._write_now is not None and not self._outbox:
+        in_parts = weight > SEND_IN_PARTS_OVER and self._send_in_parts is not None
+        if self._write_now is not None and not (self._outbox or self._in_parts or in_parts):
             # Nothing queued ahead of it: straight onto the wire, in order.
             try:
                 self._write_now(text)
@@ -268,12 +280,17 @@ class Peer:
                 continue
             text, weight = self._outbox.popleft()
             try:
-                await self.wire.send(text)
+                if weight > SEND_IN_PARTS_OVER and self._send_in_parts is not None:
+                    self._in_parts = True
+                    await self._send_in_parts(text)
+                else:
+                    await self.wire.send(text)
             except Exception as exc:  # the socket went away under us
                 log.debug("client %s: send failed: %r", self.id, exc)
                 self.close("send failed")
                 return
             finally:
+                self._in_parts = False
                 self._queued_bytes = max(0, self._queued_bytes - weight)
 
     async def _receive(self, tg: anyio.abc.TaskGroup, frame: str | bytes) -> None:

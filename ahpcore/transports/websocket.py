@@ -1,6 +1,7 @@
 """The WebSocket transport (TCP or a Unix domain socket), on the websockets library.
 
-One JSON-RPC message per text frame. A connection token, when the host has
+One JSON-RPC message per text message (a large one is written as fragments,
+see ``WebSocketWire.send_in_parts``). A connection token, when the host has
 one, is required on the upgrade as ``?token=`` or ``Authorization: Bearer``.
 A plain HTTP request on the port is not AHP: it is answered 401 when its token
 would be refused and 426 when it would be admitted, so a client can test a
@@ -20,7 +21,7 @@ import os
 import socket
 import stat
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -34,6 +35,10 @@ from ahpcore.logs import escape
 
 log = logging.getLogger(__name__)
 
+#: Characters per fragment of a message sent in parts: about a millisecond of
+#: compressing and writing here.
+PART_CHARS = 64 * 1024
+
 ServeConnection = Callable[[Any, Callable[[], Awaitable[str | bytes | None]]], Awaitable[None]]
 
 
@@ -45,6 +50,18 @@ class WebSocketWire:
 
     async def send(self, text: str) -> None:
         await self.connection.send(text)
+
+    async def send_in_parts(self, text: str) -> None:
+        """One message as fragments of ``PART_CHARS``, letting the event loop run between
+        them (each is compressed and written on its own)."""
+
+        async def parts() -> AsyncIterator[str]:
+            for start in range(0, len(text), PART_CHARS):
+                if start:
+                    await asyncio.sleep(0)
+                yield text[start : start + PART_CHARS]
+
+        await self.connection.send(parts())
 
     def write_now(self, text: str) -> None:
         """Put one text frame on the wire without waiting for it to drain.

@@ -4,6 +4,7 @@ catalogue kept off the event loop, and one session looked up rather than listed.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -25,6 +26,7 @@ from ahpcore.sessions.contract import (
     TranscriptReader,
 )
 from ahpcore.testing import running_host
+from ahpcore.transports.websocket import PART_CHARS
 
 pytestmark = pytest.mark.anyio
 
@@ -213,3 +215,102 @@ async def test_refreshes_write_what_changed_and_a_restart_lists_the_same(tmp_pat
     await again.refresh(backend)
     assert await titles(again) == expected
     again.close()
+
+
+async def test_a_listed_summary_follows_a_rename_by_the_host_and_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "index.sqlite3"
+    backend = ManyPast(2)
+
+    def record(title: str) -> dict[str, Any]:
+        stamp = "2026-02-01T00:00:00.000Z"
+        return {"uri": "many:/s00001", "title": title, "createdAt": stamp, "modifiedAt": stamp}
+
+    async def titles(index: CatalogueIndex) -> dict[str, str]:
+        items, _ = await index.page(["many"], None, None)
+        return {item["resource"]: item["title"] for item in items}
+
+    index = CatalogueIndex(path)
+    await index.refresh(backend)
+    assert await titles(index) == {"many:/s00000": "Session 0", "many:/s00001": "Session 1"}
+    # Listed once, each row's summary is kept encoded in the index.
+    kept = await index._do(lambda db: db.execute("SELECT summary FROM catalogue").fetchall())
+    assert all(json.loads(text)["resource"].startswith("many:/") for (text,) in kept)
+    await index.saved("s00001", "many", record("Renamed"))
+    assert (await titles(index))["many:/s00001"] == "Renamed"
+    index.close()
+
+    again = CatalogueIndex(path)
+    assert (await titles(again))["many:/s00001"] == "Renamed"
+    await again.saved("s00001", "many", record("Renamed twice"))
+    assert (await titles(again))["many:/s00001"] == "Renamed twice"
+    again.close()
+
+
+async def test_an_index_left_by_an_older_host_gains_its_summaries(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "index.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE catalogue (id TEXT PRIMARY KEY, provider TEXT NOT NULL, "
+        "modified_at TEXT NOT NULL, listed INTEGER NOT NULL DEFAULT 0, backend_row TEXT, "
+        "host_row TEXT);"
+    )
+    listed = {"title": "Old", "createdAt": "2026-01-01T00:00:00.000Z"}
+    db.execute(
+        "INSERT INTO catalogue (id, provider, modified_at, backend_row) VALUES (?, ?, ?, ?)",
+        ("old", "many", "2026-01-01T00:00:00.000Z", json.dumps(listed)),
+    )
+    db.commit()
+    db.close()
+
+    index = CatalogueIndex(path)
+    items, _ = await index.page(["many"], None, None)
+    assert [(item["resource"], item["title"]) for item in items] == [("many:/old", "Old")]
+    index.close()
+
+
+async def test_a_large_answer_goes_out_in_parts_with_frames_sent_meanwhile_after_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = ManyPast(SESSIONS)
+    async with running_host([("many", Plugin(backend))], settings=settings(tmp_path)) as running:
+        # The client logs each frame it reads at debug level (fragments say CONT).
+        caplog.set_level(logging.DEBUG, logger="websockets.client")
+        client = await running.connect("lister")
+        await client.initialize()
+        await client.request("listSessions", {"limit": 5})
+        caplog.clear()
+        listed = anyio.Event()
+        pings = 0
+
+        async def ping_meanwhile() -> None:
+            # A pong answered while the listing's parts are on their way must wait for
+            # the last of them: written between two, it would break the message.
+            nonlocal pings
+            while not listed.is_set() and pings < 2000:
+                pings += 1
+                await client.send({"jsonrpc": "2.0", "id": f"p{pings}", "method": "ping"})
+                await anyio.sleep(0.001)
+
+        async with anyio.create_task_group() as tasks:
+            await client.send({"jsonrpc": "2.0", "id": "all", "method": "listSessions"})
+            tasks.start_soon(ping_meanwhile)
+            everything = (await client.recv_until(lambda f: f.get("id") == "all"))["result"]
+            listed.set()
+        pongs = []
+        while len(pongs) < pings:
+            frame = await client.recv()
+            if str(frame.get("id")).startswith("p"):
+                pongs.append(frame["id"])
+        # Each ping answered once (answers to separate requests may pass each other).
+        assert sorted(pongs) == sorted(f"p{n}" for n in range(1, pings + 1))
+        assert [item["resource"] for item in everything["items"]] == [
+            f"many:/{r.session_id}" for r in backend.rows
+        ]
+        size = len(json.dumps(everything, separators=(",", ":")))
+        parts = [r for r in caplog.records if r.getMessage().startswith("< CONT")]
+        assert len(parts) >= size // PART_CHARS, (size, len(parts))
+        await client.request("ping", {})  # the connection is whole
