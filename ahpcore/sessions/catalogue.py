@@ -36,8 +36,14 @@ log = logging.getLogger(__name__)
 
 #: Rows asked of a backend per catalogue call while refreshing.
 REFRESH_PAGE = 500
-#: A listing older than this is refreshed behind the answer.
+#: A listing older than this is refreshed behind the answer...
 REFRESH_SECONDS = 2.0
+#: ...but refreshing takes at most this share of the time: a backend whose catalogue
+#: takes 0.3 s to read is refreshed at most every 3 s, whoever keeps listing.
+REFRESH_SHARE = 0.1
+#: A refresh behind an answer starts this long after it, so that the answer is encoded
+#: and written before the refresh competes with it for the interpreter.
+REFRESH_AFTER = 0.5
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS catalogue (
@@ -130,6 +136,10 @@ class CatalogueIndex:
         self._db: sqlite3.Connection | None = None
         self.cursors = Cursors()
         self._refreshed: dict[str, float] = {}
+        #: Provider -> seconds its last refresh took.
+        self._refresh_cost: dict[str, float] = {}
+        #: Providers with a refresh waiting for REFRESH_AFTER.
+        self._due: set[str] = set()
         self._refreshing: dict[str, anyio.Event] = {}
         #: Providers whose listing an earlier run of this host left in the index.
         self._kept: set[str] | None = None
@@ -235,6 +245,7 @@ class CatalogueIndex:
             await running.wait()
             return
         done = self._refreshing[provider] = anyio.Event()
+        started = time.monotonic()
         try:
             rows: list[CatalogueRow] = []
             cursor: str | None = None
@@ -250,6 +261,7 @@ class CatalogueIndex:
                     break
             await self._do(lambda db: self._reconcile(db, provider, rows))
             self._refreshed[provider] = time.monotonic()
+            self._refresh_cost[provider] = self._refreshed[provider] - started
         except Exception:
             log.exception("the %s backend could not list its sessions", provider)
         finally:
@@ -299,9 +311,23 @@ class CatalogueIndex:
             self._kept = {row[0] for row in found}
         return provider in self._kept
 
+    async def refresh_later(self, backend: Backend) -> None:
+        """``refresh`` once the answer that found the listing stale is on its way."""
+        if backend.provider in self._due:
+            return
+        self._due.add(backend.provider)
+        try:
+            await anyio.sleep(REFRESH_AFTER)
+        finally:
+            self._due.discard(backend.provider)
+        await self.refresh(backend)
+
     def stale(self, provider: str) -> bool:
         seen = self._refreshed.get(provider)
-        return seen is None or time.monotonic() - seen > REFRESH_SECONDS
+        if seen is None:
+            return True
+        every = max(REFRESH_SECONDS, self._refresh_cost.get(provider, 0.0) / REFRESH_SHARE)
+        return time.monotonic() - seen > every
 
     def known(self, provider: str) -> bool:
         return provider in self._refreshed

@@ -274,9 +274,8 @@ class SessionManager:
             if session.id not in self._indexed_ids:
                 await self._indexed(session, self.registry.record_of(session))
         items, next_cursor = await self.index.page(self.backends, limit, params.get("cursor"))
-        # Refreshed once this page is read, so the two do not take turns in the worker.
         for backend in behind:
-            self.registry.spawn(self.index.refresh, backend, name="refreshing the catalogue")
+            self.registry.spawn(self.index.refresh_later, backend, name="refreshing the catalogue")
         # A live session answers for itself: its state is newer than any row.
         live = {session.uri: self.registry.summary(session) for session in self.sessions.values()}
         listing_providers = {backend.provider for backend in listing}

@@ -17,7 +17,7 @@ import pytest
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
 from ahpcore.rpc.framing import dumps_answer_in_slices
-from ahpcore.sessions.catalogue import CatalogueIndex
+from ahpcore.sessions.catalogue import REFRESH_SECONDS, REFRESH_SHARE, CatalogueIndex
 from ahpcore.sessions.contract import (
     Abilities,
     CataloguePage,
@@ -314,3 +314,31 @@ async def test_a_large_answer_goes_out_in_parts_with_frames_sent_meanwhile_after
         parts = [r for r in caplog.records if r.getMessage().startswith("< CONT")]
         assert len(parts) >= size // PART_CHARS, (size, len(parts))
         await client.request("ping", {})  # the connection is whole
+
+
+async def test_a_stale_listing_is_refreshed_after_its_answer_and_costly_ones_less_often(
+    tmp_path: Path,
+) -> None:
+    backend = ManyPast(20)
+    async with running_host([("many", Plugin(backend))], settings=settings(tmp_path)) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        await client.request("listSessions", {})
+        index = running.host.sessions.index
+        asked = backend.pages_asked
+        index._refreshed["many"] -= REFRESH_SECONDS + 1  # as if listed a while ago
+        assert index.stale("many")
+        await client.request("listSessions", {})
+        # Answered first; the backend is asked again only once the answer is out.
+        assert backend.pages_asked == asked
+        with anyio.fail_after(10):
+            while backend.pages_asked == asked:
+                await anyio.sleep(0.02)
+        assert not index.stale("many")
+
+        # A backend whose catalogue took a second to read is read at most every ten.
+        index._refresh_cost["many"] = 1.0
+        index._refreshed["many"] -= REFRESH_SECONDS + 1
+        assert not index.stale("many")
+        index._refreshed["many"] -= 1 / REFRESH_SHARE
+        assert index.stale("many")
