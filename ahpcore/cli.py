@@ -516,12 +516,12 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
                 f"{settings.state_dir}; plugins: {_plugin_list(host)}",
                 err=True,
             )
-            _freeze_startup_heap()
+            _settle_for_serving()
             await host.serve_connection(wire, frames)
             tg.cancel_scope.cancel()
             return
         servers = await _listen(host, options)
-        _freeze_startup_heap()
+        _settle_for_serving()
         try:
             bound = next(iter(servers[0].sockets)).getsockname()
             shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -542,15 +542,27 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
             _echo("ahp stopped", err=True)
 
 
-def _freeze_startup_heap() -> None:
-    """Keep what start-up built (modules, plugins, models) out of the collector's passes.
+#: How long a worker thread may hold the interpreter while the event loop waits for
+#: it (Python's default is 5 ms). Catalogue reads and answer encoding run in worker
+#: threads; at 5 ms, each time the loop gave the interpreter up (to wait on the
+#: network) it could wait that long again to get it back, and every client with it.
+SWITCH_INTERVAL = 0.001
 
-    Those objects live as long as the process; a full collection would walk all of
-    them, holding the GIL for a tenth of a second or more while clients wait.
+
+def _settle_for_serving() -> None:
+    """Tune the process for serving, once everything start-up builds is built.
+
+    What start-up built (modules, plugins, models) lives as long as the process,
+    so it is kept out of the collector's passes: a full collection would walk all
+    of it, holding the GIL for a tenth of a second or more while clients wait.
     """
     gc.freeze()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     log.debug(
-        "start-up heap frozen: %d objects left out of garbage collection", gc.get_freeze_count()
+        "start-up heap frozen: %d objects left out of garbage collection; "
+        "thread switch interval %.1f ms",
+        gc.get_freeze_count(),
+        sys.getswitchinterval() * 1000,
     )
 
 
