@@ -3,7 +3,8 @@
 Listing sessions needs a few facts per conversation (ids, title, times,
 folders), not its turns. ``SummaryIndex`` keeps those facts per log file,
 together with the file's size, modification time and inode, in
-``.catalogue.json`` beside the logs. A listing then costs one ``stat`` per log;
+``.catalogue.jsonl`` beside the logs (a header line, then one line per log, so
+reading it back is many small parses, not one long one holding the interpreter). A listing then costs one ``stat`` per log;
 only a log whose stat differs from the one remembered is read again. The file
 is a cache: it is written without fsync, and one that is missing, torn or of
 another format is rebuilt from the logs.
@@ -27,8 +28,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Bumped whenever what a summary holds changes: an older cache is then rebuilt.
-CACHE_FORMAT = 1
-CACHE_NAME = ".catalogue.json"
+CACHE_FORMAT = 2
+CACHE_NAME = ".catalogue.jsonl"
+#: What format 1 was kept in: removed once its successor is written.
+_OLD_CACHE_NAME = ".catalogue.json"
 
 #: (size, mtime in ns, inode): a log that was appended to or replaced differs in one of them.
 FileKey = tuple[int, int, int]
@@ -246,16 +249,18 @@ class SummaryIndex:
             return self._files
         path = self.directory / CACHE_NAME
         try:
-            data = json.loads(path.read_bytes())
-            if data.get("format") != CACHE_FORMAT:
-                return {}
-            return {
-                name: (
-                    (int(size), int(mtime), int(inode)),
-                    Summary.from_json(summary) if summary is not None else None,
-                )
-                for name, (size, mtime, inode, summary) in data["files"].items()
-            }
+            with path.open("rb") as handle:
+                header = json.loads(handle.readline() or b"null")
+                if not isinstance(header, dict) or header.get("format") != CACHE_FORMAT:
+                    return {}
+                files: dict[str, _Entry] = {}
+                for line in handle:
+                    name, size, mtime, inode, summary = json.loads(line)
+                    files[str(name)] = (
+                        (int(size), int(mtime), int(inode)),
+                        Summary.from_json(summary) if summary is not None else None,
+                    )
+                return files
         except FileNotFoundError:
             return {}
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -264,22 +269,25 @@ class SummaryIndex:
 
     def _write(self, files: Iterable[tuple[str, _Entry]] | Mapping[str, _Entry]) -> None:
         items = files.items() if isinstance(files, Mapping) else files
-        body = {
-            name: [*key, summary.to_json() if summary is not None else None]
+        lines = [
+            json.dumps(
+                [name, *key, summary.to_json() if summary is not None else None],
+                separators=(",", ":"),
+                ensure_ascii=False,
+            )
             for name, (key, summary) in items
-        }
+        ]
         path = self.directory / CACHE_NAME
         try:
-            if not body:
+            (self.directory / _OLD_CACHE_NAME).unlink(missing_ok=True)
+            if not lines:
                 path.unlink(missing_ok=True)
                 return
-            text = json.dumps(
-                {"format": CACHE_FORMAT, "files": body}, separators=(",", ":"), ensure_ascii=False
-            )
+            header = json.dumps({"format": CACHE_FORMAT})
             fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".", suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text)
+                    handle.write(header + "\n" + "\n".join(lines) + "\n")
                 os.replace(temp, path)
             except BaseException:
                 Path(temp).unlink(missing_ok=True)

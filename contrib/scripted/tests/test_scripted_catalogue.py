@@ -118,7 +118,13 @@ async def test_a_damaged_or_old_cache_is_rebuilt(tmp_path: Path) -> None:
     live = ScriptedBackend(tmp_path, SCRIPT, clock=ticking())
     await Chat(await live.start(chat_start("a", session_id="a"))).turn("one")
     expected = listed(tmp_path)
-    for text in ("{not json", '{"format": 0, "files": {}}', '{"format": 1, "files": {"x": 1}}'):
+    for text in (
+        "{not json",
+        '{"format": 0}\n',
+        '{"format": 2}\n["x", 1]\n',
+        '{"format": 2}\n["a.jsonl", 1, 2, 3, ["a"]]\n',
+        '["not a header"]\n',
+    ):
         (tmp_path / CACHE_NAME).write_text(text)
         assert listed(tmp_path) == expected
     # Deleting the last conversation leaves no cache behind either.
@@ -138,3 +144,14 @@ async def test_one_backend_listing_again_sees_its_own_changes(tmp_path: Path) ->
     (row,) = live.catalogue().rows
     assert row.title == "Named" and row.modified_at > first[0].modified_at
     assert [row] == uncached(tmp_path)
+
+
+async def test_a_cache_of_the_earlier_format_is_replaced(tmp_path: Path) -> None:
+    live = ScriptedBackend(tmp_path, SCRIPT, clock=ticking())
+    await Chat(await live.start(chat_start("a", session_id="a"))).turn("one")
+    expected = listed(tmp_path)
+    (tmp_path / CACHE_NAME).unlink()
+    old = tmp_path / ".catalogue.json"
+    old.write_text('{"format": 1, "files": {}}')
+    assert listed(tmp_path) == expected
+    assert not old.exists() and (tmp_path / CACHE_NAME).exists()
