@@ -461,3 +461,5 @@ async def decorate_rows(host: Any, rows: list[dict[str, Any]]) -> None:
                 await done
         except Exception:
             log.exception("the %s plugin could not add to the session list", impl.plugin_name)
+        if len(rows) > 1000:
+            await anyio.sleep(0)  # a plugin's pass over many rows: other clients go between

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
 from ahpcore.engine.router import missing_port_message, resolve
@@ -285,6 +287,9 @@ class SessionManager:
             # A past session of a backend that cannot list (or reopen) it is not offered.
             if item["resource"] in live or item["provider"] in listing_providers
         ]
+        if len(items) > 1000:
+            # Each pass over ten thousand rows takes milliseconds: other clients go between.
+            await anyio.sleep(0)
         await decorate_rows(self.host, items)
         result: dict[str, Any] = {"items": items}
         if next_cursor is not None:

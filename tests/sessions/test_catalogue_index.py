@@ -342,3 +342,32 @@ async def test_a_stale_listing_is_refreshed_after_its_answer_and_costly_ones_les
         assert not index.stale("many")
         index._refreshed["many"] -= 1 / REFRESH_SHARE
         assert index.stale("many")
+
+
+async def test_plugins_passing_over_a_long_listing_let_other_work_run_between(
+    tmp_path: Path,
+) -> None:
+    ran_between: list[bool] = []
+    others_ran: list[bool] = []
+
+    class First:
+        @hookimpl
+        def ahp_session_rows(self, host, rows):
+            # Work another client's request would start now, on the same loop.
+            host.spawn(lambda: _note(others_ran), name="another client's work")
+
+    class Second:
+        @hookimpl
+        def ahp_session_rows(self, host, rows):
+            ran_between.append(bool(others_ran))
+
+    async def _note(seen: list[bool]) -> None:
+        seen.append(True)
+
+    backend = ManyPast(1500)
+    plugins = [("many", Plugin(backend)), ("first", First()), ("second", Second())]
+    async with running_host(plugins, settings=settings(tmp_path)) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        assert len((await client.request("listSessions", {}))["items"]) == 1500
+    assert ran_between == [True]  # the loop ran between the two plugins' passes
