@@ -30,14 +30,21 @@ CHANNEL_SPELLINGS: dict[str, frozenset[str]] = {
 def _models() -> ModuleType:
     # Several hundred generated classes: loaded when the first params are checked,
     # not when the host starts, so start-up and idle memory do not pay for them.
-    return importlib.import_module("ahpcore.protocol.models")
+    global _built
+    module = importlib.import_module("ahpcore.protocol.models")
+    _built = True
+    return module
+
+
+#: True once ``_models`` has built them (read per frame, so a plain flag).
+_built = False
 
 
 async def load_models(model_name: str) -> None:
     """Build the full models in a worker thread when ``model_name`` is the first to need
     them: their 0.2-0.4 s of class building would otherwise hold the event loop, and
     every other client with it, inside the first request after a start."""
-    if model_name in HANDSHAKE_MODELS or _models.cache_info().currsize:
+    if _built or model_name in HANDSHAKE_MODELS:
         return
     await anyio.to_thread.run_sync(_models)
 
