@@ -146,10 +146,15 @@ def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
         raise ProtocolError(INVALID_PARAMS, f"{prefix}.type: unknown action type {kind!r}")
     failures: list[str] = []
     for model in candidates:
+        # pydantic-core's own validator and serializer, as model_validate and model_dump
+        # call them, without their Python wrappers: this runs for every action a client sends.
         try:
-            parsed = model.model_validate(action)
+            parsed = model.__pydantic_validator__.validate_python(action)
         except ValidationError as exc:
             failures.append(_describe(dict(exc.errors(include_url=False)[0]), prefix))
         else:
-            return dict(parsed.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+            dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(
+                parsed, by_alias=True, exclude_unset=True, mode="json"
+            )
+            return dumped
     raise ProtocolError(INVALID_PARAMS, f"{kind}: {failures[0]}")
