@@ -351,7 +351,8 @@ class Engine:
             action = check_action(action)
         except ProtocolError as error:
             return refuse(error.message)
-        channel = await self.open_channel(spelling)
+        # A channel the engine holds under this spelling needs no opener (nor an await).
+        channel = self.channels.get(spelling) or await self.open_channel(spelling)
         if channel is None:
             return refuse(f"no channel {spelling} on this host")
         kind = reducers.channel_kind_for_action(action_type)
@@ -360,8 +361,9 @@ class Engine:
                 f"{action_type} is a {kind} action; {spelling} is a {channel.kind} channel"
             )
         handler = self._action_handlers.get(action_type)
-        dispatch = Dispatch(self, client, channel, action, seq)
+        dispatch = None
         if handler is not None:
+            dispatch = Dispatch(self, client, channel, action, seq)
             try:
                 rewritten = await handler(dispatch)
             except Refused as refusal:
@@ -383,7 +385,8 @@ class Engine:
             if last is not envelope or spelling != channel.uri:
                 text, weight = _envelope_frame(self.spell(channel, envelope, spelling))
             client.peer.send_text(text, weight)
-        self._run_after(dispatch)
+        if dispatch is not None:
+            self._run_after(dispatch)
         return None
 
     @staticmethod

@@ -40,6 +40,11 @@ def _models() -> ModuleType:
 _built = False
 
 
+def models_built() -> bool:
+    """Whether the full models are built (``load_models`` then has nothing to wait for)."""
+    return _built
+
+
 async def load_models(model_name: str) -> None:
     """Build the full models in a worker thread when ``model_name`` is the first to need
     them: their 0.2-0.4 s of class building would otherwise hold the event loop, and
