@@ -41,8 +41,7 @@ class ProtocolService:
         router.add("subscribe", self.subscribe)
         router.add("reconnect", self.reconnect)
         router.add_notification("unsubscribe", self.unsubscribe)
-        # Straight to the engine: one step less for every action a client sends.
-        router.add_notification("dispatchAction", engine.dispatch_from_client)
+        router.add_notification("dispatchAction", self.dispatch_action)
         engine.on_action("root/configChanged", self.config_changed)
 
     async def _subscribe_all(
@@ -145,6 +144,9 @@ class ProtocolService:
         snapshots, held, _ = await self._subscribe_all(client, list(params["subscriptions"]))
         engine.reconnected(client, held)
         return self._releasing(client, held, {"type": "snapshot", "snapshots": snapshots})
+
+    async def dispatch_action(self, client: Client, params: Any) -> None:
+        await self.engine.dispatch_from_client(client, params)
 
     @note(
         "root/configChanged",
