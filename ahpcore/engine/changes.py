@@ -43,6 +43,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: The changes ``_changed`` acts on; it is not called for any other.
+_TOLD_OF = frozenset(
+    {
+        "session/titleChanged",
+        "session/ready",
+        "terminal/exited",
+        "terminal/commandFinished",
+        "chat/turnStarted",
+        "chat/toolCallComplete",
+        *_ENDS,
+    }
+)
+
+
 class ChangesetService:
     def __init__(self, host: Host, port: ChangesPort) -> None:
         self.host = host
@@ -57,7 +71,7 @@ class ChangesetService:
         engine = self.engine
         engine.add_opener(self._open)
         engine.add_resolver(self._resolve)
-        engine.on_change(self._changed)
+        engine.on_change(self._changed, types=_TOLD_OF)
         engine.on_unsubscribe(lambda client, uri: self._sweep())
         engine.on_disconnect(lambda client: self._sweep(leaving=client))
         engine.on_reconnect(self._reconnected)

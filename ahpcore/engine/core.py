@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from ahpcore.engine.replay import Buffered, ReplayBuffer
 from ahpcore.logs import escape
 from ahpcore.protocol.errors import NOT_FOUND, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL, respell_tree
-from ahpcore.rpc.framing import dumps
+from ahpcore.rpc.framing import dumps, dumps_weighed
 from ahpcore.rpc.peer import Peer
 
 log = logging.getLogger(__name__)
@@ -67,8 +67,9 @@ ClientListener = Callable[[Client, str], Any]
 ChangeListener = Callable[[Channel, dict[str, Any], dict[str, Any]], None]
 
 
-def _envelope_frame(envelope: dict[str, Any]) -> str:
-    return dumps({"jsonrpc": "2.0", "method": "action", "params": envelope})
+def _envelope_frame(envelope: dict[str, Any]) -> tuple[str, int]:
+    """The frame carrying ``envelope`` and its size in bytes."""
+    return dumps_weighed({"jsonrpc": "2.0", "method": "action", "params": envelope})
 
 
 class Engine:
@@ -85,7 +86,7 @@ class Engine:
         # it is answered with snapshots rather than a replay of the wrong actions.
         self.server_seq = int(time.time() * 1000) if first_seq is None else first_seq
         #: The newest envelope and its frame, so the sender's echo is not encoded twice.
-        self._last_frame: tuple[dict[str, Any] | None, str] = (None, "")
+        self._last_frame: tuple[dict[str, Any] | None, str, int] = (None, "", 0)
         self.channels: dict[str, Channel] = {}
         self.replay = ReplayBuffer(replay_count, replay_bytes)
         self.clients: set[Client] = set()
@@ -98,7 +99,13 @@ class Engine:
         self._any_channel: set[str] = set()
         self._unsubscribe_listeners: list[ClientListener] = []
         self._disconnect_listeners: list[Callable[[Client], Any]] = []
-        self._change_listeners: list[ChangeListener] = []
+        #: Each change listener with the action types it is told of (None: every type).
+        self._change_listeners: list[tuple[ChangeListener, frozenset[str] | None]] = []
+        #: Action type -> the listeners told of it, built on first use of the type.
+        self._listeners_by_type: dict[str, list[ChangeListener]] = {}
+        #: The root config object last read by ``root_config_value`` and what was read
+        #: from it: budgets are read per frame, and the config changes rarely.
+        self.config_read: tuple[Any, dict[tuple[str, int], int]] = (None, {})
         self._reconnect_listeners: list[Callable[[Client, list[str]], Any]] = []
         self.add_channel(ROOT_CHANNEL, "root", root_state)
 
@@ -194,9 +201,8 @@ class Engine:
         envelope: dict[str, Any] = {"channel": uri, "action": action, "serverSeq": self.server_seq}
         if origin is not None:
             envelope["origin"] = origin
-        text = _envelope_frame(envelope)
-        self._last_frame = (envelope, text)
-        weight = len(text.encode("utf-8"))
+        text, weight = _envelope_frame(envelope)
+        self._last_frame = (envelope, text, weight)
         self.replay.append(Buffered(self.server_seq, uri, envelope, weight))
         # Serialized and weighed once per spelling, not once per watcher.
         frames: dict[str, tuple[str, int]] = {uri: (text, weight)}
@@ -206,8 +212,7 @@ class Engine:
         limit: int | None = None
         for client, spelling in channel.subscribers.items():
             if spelling not in frames:
-                spelled = _envelope_frame(self.spell(channel, envelope, spelling))
-                frames[spelling] = (spelled, len(spelled.encode("utf-8")))
+                frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
             peer = client.peer
             if uri in client.held:
                 client.deliver(uri, *frames[spelling])
@@ -222,16 +227,35 @@ class Engine:
             for peer, wire in group:
                 if wire in failed:
                     peer.close("send failed")
-        for listener in self._change_listeners:
+        action_type = action.get("type")
+        listeners = self._listeners_by_type.get(action_type)  # type: ignore[arg-type]
+        if listeners is None:
+            listeners = self._listeners_of(action_type)
+        for listener in listeners:
             try:
                 listener(channel, action, before)
             except Exception:
-                log.exception("a change listener failed on %s to %s", action.get("type"), uri)
+                log.exception("a change listener failed on %s to %s", action_type, uri)
         return envelope
 
-    def on_change(self, listener: ChangeListener) -> None:
-        """Be told of every real change, after it was sent (listeners may apply more)."""
-        self._change_listeners.append(listener)
+    def on_change(self, listener: ChangeListener, *, types: Collection[str] | None = None) -> None:
+        """Be told of every real change, after it was sent (listeners may apply more).
+
+        ``types``: only of changes by these action types; a listener that
+        cares about a few types is then not called for every streamed token.
+        """
+        self._change_listeners.append((listener, None if types is None else frozenset(types)))
+        self._listeners_by_type.clear()
+
+    def _listeners_of(self, action_type: Any) -> list[ChangeListener]:
+        listeners = [
+            listener
+            for listener, types in self._change_listeners
+            if types is None or action_type in types
+        ]
+        if isinstance(action_type, str):
+            self._listeners_by_type[action_type] = listeners
+        return listeners
 
     def answer_sender(
         self,
@@ -250,7 +274,7 @@ class Engine:
         }
         if rejection is not None:
             envelope["rejectionReason"] = rejection
-        client.peer.send_text(_envelope_frame(envelope))
+        client.peer.send_text(*_envelope_frame(envelope))
 
     def refuse_dispatch(self, client: Client, params: Any, reason: str) -> None:
         """Refuse a dispatchAction unread: the sender alone is told why."""
@@ -327,7 +351,8 @@ class Engine:
             action = check_action(action)
         except ProtocolError as error:
             return refuse(error.message)
-        channel = await self.open_channel(spelling)
+        # A channel the engine holds under this spelling needs no opener (nor an await).
+        channel = self.channels.get(spelling) or await self.open_channel(spelling)
         if channel is None:
             return refuse(f"no channel {spelling} on this host")
         kind = reducers.channel_kind_for_action(action_type)
@@ -336,8 +361,9 @@ class Engine:
                 f"{action_type} is a {kind} action; {spelling} is a {channel.kind} channel"
             )
         handler = self._action_handlers.get(action_type)
-        dispatch = Dispatch(self, client, channel, action, seq)
+        dispatch = None
         if handler is not None:
+            dispatch = Dispatch(self, client, channel, action, seq)
             try:
                 rewritten = await handler(dispatch)
             except Refused as refusal:
@@ -355,11 +381,12 @@ class Engine:
             self.answer_sender(client, spelling, action, origin)
         elif client not in channel.subscribers:
             # The sender is owed an answer to its clientSeq even when not watching.
-            last, text = self._last_frame
+            last, text, weight = self._last_frame
             if last is not envelope or spelling != channel.uri:
-                text = _envelope_frame(self.spell(channel, envelope, spelling))
-            client.peer.send_text(text)
-        self._run_after(dispatch)
+                text, weight = _envelope_frame(self.spell(channel, envelope, spelling))
+            client.peer.send_text(text, weight)
+        if dispatch is not None:
+            self._run_after(dispatch)
         return None
 
     @staticmethod

@@ -30,7 +30,19 @@ CHANNEL_SPELLINGS: dict[str, frozenset[str]] = {
 def _models() -> ModuleType:
     # Several hundred generated classes: loaded when the first params are checked,
     # not when the host starts, so start-up and idle memory do not pay for them.
-    return importlib.import_module("ahpcore.protocol.models")
+    global _built
+    module = importlib.import_module("ahpcore.protocol.models")
+    _built = True
+    return module
+
+
+#: True once ``_models`` has built them (read per frame, so a plain flag).
+_built = False
+
+
+def models_built() -> bool:
+    """Whether the full models are built (``load_models`` then has nothing to wait for)."""
+    return _built
 
 
 async def load_models(model_name: str) -> None:
@@ -43,7 +55,7 @@ async def load_models(model_name: str) -> None:
     if model_name in CUT_PARAMS:
         if model_name not in _cuts:
             await anyio.to_thread.run_sync(_cut, model_name)
-    elif not _models.cache_info().currsize:
+    elif not _built:
         await anyio.to_thread.run_sync(_models)
 
 
@@ -149,10 +161,15 @@ def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
         raise ProtocolError(INVALID_PARAMS, f"{prefix}.type: unknown action type {kind!r}")
     failures: list[str] = []
     for model in candidates:
+        # pydantic-core's own validator and serializer, as model_validate and model_dump
+        # call them, without their Python wrappers: this runs for every action a client sends.
         try:
-            parsed = model.model_validate(action)
+            parsed = model.__pydantic_validator__.validate_python(action)
         except ValidationError as exc:
             failures.append(_describe(dict(exc.errors(include_url=False)[0]), prefix))
         else:
-            return dict(parsed.model_dump(by_alias=True, exclude_unset=True, mode="json"))
+            dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(
+                parsed, by_alias=True, exclude_unset=True, mode="json"
+            )
+            return dumped
     raise ProtocolError(INVALID_PARAMS, f"{kind}: {failures[0]}")

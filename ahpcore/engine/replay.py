@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Buffered:
+class Buffered(NamedTuple):
+    """One buffered envelope (a tuple: one is made for every action)."""
+
     server_seq: int
     channel: str
     envelope: dict[str, Any]

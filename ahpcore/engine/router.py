@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ahpcore.engine.clients import Client
-from ahpcore.engine.params import check, load_models
+from ahpcore.engine.params import check, load_models, models_built
 from ahpcore.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
 from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
 
@@ -105,10 +105,12 @@ class Router:
         handler = self.notifications.get(method)
         if handler is None:
             return  # JSON-RPC: a notification is never answered, not even to refuse it
-        if method in CLIENT_NOTIFICATIONS:
-            await load_models(CLIENT_NOTIFICATIONS[method])
-        if method in CLIENT_NOTIFICATIONS and method != "dispatchAction":
-            params = check(method, CLIENT_NOTIFICATIONS[method], params)
+        model = CLIENT_NOTIFICATIONS.get(method)
+        if model is not None:
+            if not models_built():
+                await load_models(model)
+            if method != "dispatchAction":
+                params = check(method, model, params)
         result = handler(client, params)
         if inspect.isawaitable(result):
             await result

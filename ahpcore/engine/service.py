@@ -187,9 +187,27 @@ class ProtocolService:
         return action
 
 
+_NO_CONFIG: dict[str, Any] = {}
+
+
 def root_config_value(engine: Engine, key: str, default: int) -> int:
-    """A root config value as the host reads it where it is used."""
-    config = engine.channels[ROOT_CHANNEL].state.get("config", {})
+    """A root config value as the host reads it where it is used.
+
+    Read once per config: a change of config is a new object (the reducers copy
+    on write), so what was read from the last one holds while it is the same.
+    """
+    config = engine.channels[ROOT_CHANNEL].state.get("config", _NO_CONFIG)
+    held, values = engine.config_read
+    if held is not config:
+        values = {}
+        engine.config_read = (config, values)
+    found = values.get((key, default))
+    if found is None:
+        found = values[key, default] = _config_value(config, key, default)
+    return found
+
+
+def _config_value(config: dict[str, Any], key: str, default: int) -> int:
     value = config.get("values", {}).get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= MIB:
         return int(min(value, BYTE_BUDGET_CEILINGS.get(key, value)))

@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from ahpcore.protocol.errors import INVALID_REQUEST, PARSE_ERROR, ProtocolError
 
 #: Deeper than any protocol shape; bounds the parser so a hostile frame cannot recurse forever.
@@ -50,6 +52,31 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=
 def dumps(message: Any) -> str:
     """Compact JSON text, as frames go out."""
     return _ENCODE(message)
+
+
+#: Values ``dumps`` refuses make orjson raise too (its ``TypeError``), except NaN and the
+#: infinities, which it writes as ``null``: see ``dumps_weighed``.
+_ORJSON_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def dumps_weighed(message: Any) -> tuple[str, int]:
+    """``dumps(message)`` as a frame to send, and its size in UTF-8 bytes.
+
+    Encoded by orjson (several times faster, and the size comes free) whenever it
+    writes the same JSON ``dumps`` would; anything else goes to ``dumps``, which
+    then answers as it always did: integers past 64 bits and keys that are not
+    strings are written, NaN and the infinities refused (orjson writes them as
+    ``null``, so a frame holding ``null`` is left to ``dumps``), and an unpaired
+    surrogate raises ``UnicodeEncodeError`` when the frame is weighed.
+    """
+    try:
+        data = orjson.dumps(message, option=_ORJSON_STRICT)
+    except TypeError:
+        data = None
+    if data is None or b"null" in data:
+        text = _ENCODE(message)
+        return text, len(text.encode("utf-8"))
+    return data.decode("utf-8"), len(data)
 
 
 #: Items encoded per call by ``dumps_answer_in_slices``: each call holds the GIL about a

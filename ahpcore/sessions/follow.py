@@ -11,18 +11,25 @@ from typing import Any
 
 import anyio
 
+from ahpcore import reducers
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
 from ahpcore.sessions import state as states
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import SessionRegistry
 
+#: Chat actions whose reducer sets one field a chat's row does not show (the draft):
+#: they can move no row, activity or summary, and a draft changes with every keystroke.
+ROW_BLIND = frozenset({"chat/draftChanged"})
+#: The changes the follower is told of.
+FOLLOWED = (reducers.ACTION_TYPES["chat"] | reducers.ACTION_TYPES["session"]) - ROW_BLIND
+
 
 class Follower:
     def __init__(self, registry: SessionRegistry) -> None:
         self.registry = registry
         engine = registry.engine
-        engine.on_change(self._changed)
+        engine.on_change(self._changed, types=FOLLOWED)
         engine.on_unsubscribe(self._unsubscribed)
         engine.on_disconnect(self._disconnected)
         engine.on_reconnect(self._reconnected)
