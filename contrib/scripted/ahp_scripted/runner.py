@@ -6,7 +6,6 @@ import itertools
 import json
 import re
 import string
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
