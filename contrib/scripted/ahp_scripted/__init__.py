@@ -124,3 +124,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
