@@ -177,8 +177,7 @@ class PluginManager:
         ):
             if not self.selection.admits(ep.name) or ep.name in self._info:
                 continue
-            dist = ep.dist.name if ep.dist is not None else None
-            version = ep.dist.version if ep.dist is not None else None
+            dist, version = _name_and_version(ep.dist) if ep.dist is not None else (None, None)
             try:
                 plugin = ep.load()
             except Exception as exc:  # a broken plugin must not stop the host
@@ -262,6 +261,29 @@ def _distribution_of(plugin: object) -> str | None:
 
 def _version_of(distribution: str) -> str | None:
     try:
-        return importlib.metadata.version(distribution)
+        return _name_and_version(importlib.metadata.distribution(distribution))[1]
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str, str]:
+    """A distribution's ``Name`` and ``Version``, read from the first lines of its metadata.
+
+    ``Distribution.name`` and ``.version`` run the whole file through the email parser
+    on every call, twice per plugin at each start; both are single-line headers near
+    the top, so a plain read of the headers finds them. Anything unusual (a header
+    missing from where it belongs) is left to the parser.
+    """
+    found: dict[str, str] = {}
+    for line in (dist.read_text("METADATA") or dist.read_text("PKG-INFO") or "").splitlines():
+        if not line:
+            break  # the headers end at the first blank line
+        key, colon, value = line.partition(":")
+        key = key.lower()
+        if colon and key in ("name", "version") and key not in found:
+            found[key] = value.strip()
+            if len(found) == 2:
+                break
+    name = found.get("name") or dist.name
+    version = found.get("version") or dist.version
+    return name, version

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 import textwrap
 from pathlib import Path
@@ -83,6 +84,25 @@ def test_entry_points_are_discovered_with_their_distribution(site):
     assert infos["other"].distribution == "ahp-other"
     assert infos["core"].essential and infos["core"].distribution == "ahpcore"
     assert manager.names()[0] == "core"
+
+
+def test_a_plugins_name_and_version_come_from_its_metadata_headers_alone(site):
+    # Headers in another order, a folded header, and a body that looks like headers:
+    # what is read is what the metadata parser reads.
+    info = next(site.glob("ahp_good-*.dist-info"))
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nVersion: 1.2.3\nSummary: a plugin\n  Name: folded-decoy\n"
+        "name: ahp-good\nVersion: 9.9.9\n\nName: body-decoy\nVersion: 0.0.0\n"
+    )
+    (next(site.glob("ahp_other-*.dist-info")) / "METADATA").write_text(
+        "Metadata-Version: 2.1\nSummary: headers without a name\n\nName: body-decoy\n"
+    )
+    infos = {info.name: info for info in load().plugins()}
+    assert (infos["good"].distribution, infos["good"].version) == ("ahp-good", "1.2.3")
+    found = importlib.metadata.distribution("ahp-good")
+    assert (found.name, found.version) == ("ahp-good", "1.2.3")
+    # Nothing to read in the headers: left to the parser, which finds nothing either.
+    assert (infos["other"].distribution, infos["other"].version) == (None, None)
 
 
 def test_entry_points_are_read_only_when_loaded(site):

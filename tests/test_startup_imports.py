@@ -10,11 +10,21 @@ import textwrap
 
 #: Loaded only when a request needs them: the full protocol models (hundreds of
 #: classes), the Claude SDK (a chat on the claude backend), the YAML parser (the
-#: scripted demo's script, read by its first turn).
+#: scripted demo's script, read by its first turn); the scripted runner, its step
+#: classes and its loader (a chat's first turn); the files plugin's watcher and
+#: watchfiles under it (the first resource watch); git's operations and pull
+#: requests (the first changeset whose operations are asked for).
 HEAVY = (
     "ahpcore.protocol._generated.models",
     "claude_agent_sdk",
     "yaml",
+    "ahp_scripted.runner",
+    "ahp_scripted.script",
+    "ahp_scripted.loader",
+    "ahp_files.watch",
+    "watchfiles",
+    "ahp_git.operations",
+    "ahp_git.pulls",
 )
 
 SCRIPT = textwrap.dedent(
@@ -53,6 +63,7 @@ SCRIPT = textwrap.dedent(
                         ))
                         print(json.dumps(json.loads(await ws.recv())))
                 print(json.dumps(sorted(m for m in sys.argv[1:] if m in sys.modules)))
+                print(json.dumps(sorted(n for n in host.plugins.names() if n != "core")))
                 server.close()
                 await server.wait_closed()
 
@@ -71,7 +82,9 @@ def test_initialize_and_ping_load_neither_the_full_models_nor_the_claude_sdk():
         env=env,
         check=True,
     )
-    *answers, loaded = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
+    *answers, loaded, plugins = [
+        line for line in done.stdout.splitlines() if line.startswith(("{", "["))
+    ]
     first, pong, bad = (json.loads(a) for a in answers)
     assert first["result"]["protocolVersion"] == "1.0.0"
     assert pong["id"] == 2 and "error" not in pong
@@ -79,6 +92,8 @@ def test_initialize_and_ping_load_neither_the_full_models_nor_the_claude_sdk():
     assert bad["error"]["code"] == -32602
     assert "protocolVersions" in bad["error"]["message"]
     assert json.loads(loaded) == []
+    # ... while the plugins that own them were loaded and registered.
+    assert json.loads(plugins) == ["claude", "files", "git", "scripted", "terminals"]
 
 
 OFF_LOOP = textwrap.dedent(

@@ -9,14 +9,13 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 
 from ahp_scripted.catalogue import Summary
-from ahp_scripted.runner import Gates, TurnRun
-from ahp_scripted.script import Script
+from ahp_scripted.gates import Gates
 from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
 from ahp_scripted.transcript import RecordingReporter, replay
 from ahpcore.sessions.contract import (
@@ -31,6 +30,10 @@ from ahpcore.sessions.contract import (
     TurnInput,
     TurnReporter,
 )
+
+if TYPE_CHECKING:  # the runner and the script's steps load with a chat's first turn
+    from ahp_scripted.runner import TurnRun
+    from ahp_scripted.script import Script
 
 PROVIDER = "scripted"
 MODEL_ID = "scripted"
@@ -120,6 +123,8 @@ class ScriptedAgent:
             raise RuntimeError(f"the scripted agent for {self.conversation.backend_id!r} is closed")
         if self._running is not None:
             raise RuntimeError(f"turn {self._running!r} is still running in this chat")
+        from ahp_scripted.runner import TurnRun
+
         backend = self.backend
         record, start, saved = self._begin(turn)
         began = backend.clock()

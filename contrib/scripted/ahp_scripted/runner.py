@@ -6,7 +6,6 @@ import itertools
 import json
 import re
 import string
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from ahp_scripted.gates import Gates
 from ahp_scripted.script import (
     Activity,
     Ask,
@@ -92,60 +92,6 @@ def answer_text(questions: Sequence[Mapping[str, Any]], answers: Mapping[str, An
         shown = [str(labels.get(item, item)) for item in items] + [str(x) for x in extra]
         said.append(", ".join(shown))
     return "; ".join(said)
-
-
-class _Gate:
-    def __init__(self) -> None:
-        self.permits = 0
-        self.waiters: deque[anyio.Event] = deque()
-        self.arrived = anyio.Event()
-
-
-class Gates:
-    """Named gates a ``wait`` step stops at until the Python API releases them.
-
-    A release lets exactly one wait through; a release before anyone waits is
-    kept, so a test never races its own turn.
-    """
-
-    def __init__(self) -> None:
-        self._gates: dict[str, _Gate] = {}
-
-    def _gate(self, name: str) -> _Gate:
-        return self._gates.setdefault(name, _Gate())
-
-    def release(self, name: str, times: int = 1) -> None:
-        gate = self._gate(name)
-        for _ in range(times):
-            if gate.waiters:
-                gate.waiters.popleft().set()
-            else:
-                gate.permits += 1
-
-    def waiting(self, name: str) -> int:
-        """How many turns stand at the gate now."""
-        return len(self._gate(name).waiters)
-
-    async def reached(self, name: str) -> None:
-        """Return once a turn stands at the gate."""
-        gate = self._gate(name)
-        while not gate.waiters:
-            await gate.arrived.wait()
-
-    async def wait(self, name: str) -> None:
-        gate = self._gate(name)
-        if gate.permits:
-            gate.permits -= 1
-            return
-        event = anyio.Event()
-        gate.waiters.append(event)
-        gate.arrived.set()
-        gate.arrived = anyio.Event()
-        try:
-            await event.wait()
-        finally:
-            if event in gate.waiters:
-                gate.waiters.remove(event)
 
 
 class _Stop(Exception):

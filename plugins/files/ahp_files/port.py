@@ -13,7 +13,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -27,7 +27,6 @@ from ahp_files.atomic import (
     read_bounded,
 )
 from ahp_files.fence import Fence, path_of
-from ahp_files.watch import FileWatch
 from ahpcore.protocol.errors import (
     ALREADY_EXISTS,
     CONFLICT,
@@ -37,6 +36,9 @@ from ahpcore.protocol.errors import (
     PERMISSION_DENIED,
     ProtocolError,
 )
+
+if TYPE_CHECKING:  # watchfiles (and multiprocessing under it) loads with the first watch
+    from ahp_files.watch import FileWatch
 
 log = logging.getLogger(__name__)
 
@@ -439,6 +441,8 @@ class FilesPort:
             raise ProtocolError(NOT_FOUND, f"nothing at {uri} to watch")
         if self._spawn is None:
             raise ProtocolError(INTERNAL_ERROR, "this host runs no background work for watches")
+        from ahp_files.watch import FileWatch
+
         watch = FileWatch(
             root_uri=uri,
             root=path,

@@ -8,10 +8,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ahp_git import git, pulls
+from ahp_git import git
 from ahp_git import repo as repos
 from ahp_git.facts import ListedFacts, base_branch, facts_of
-from ahp_git.operations import Invocation, offered
 from ahp_git.uris import SCHEME, parse_blob_uri
 from ahpcore.ports import ChangeScope
 from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, NOT_FOUND, ProtocolError
@@ -129,6 +128,10 @@ class GitChanges:
         repo = await self._repo(directory)
         if repo is None:
             return []
+        # The operations (and the pull-request code under them) load when first asked for.
+        from ahp_git import pulls
+        from ahp_git.operations import offered
+
         if scope.kind == "uncommitted":
             held = self._last.pop(directory, None)
             if held is None:
@@ -148,6 +151,8 @@ class GitChanges:
         params: Mapping[str, Any],
         context: Mapping[str, Any],
     ) -> Mapping[str, Any]:
+        from ahp_git.operations import Invocation
+
         repo = await self._need(directory)
         try:
             return await Invocation(repo, scope, params, context).run()
