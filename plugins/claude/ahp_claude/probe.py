@@ -14,6 +14,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -92,18 +93,27 @@ async def mcp_servers(client: Any) -> list[dict[str, Any]]:
 
 #: How long the boot probe may take (a CLI start and one question) before it is given up.
 PROBE_SECONDS = 120.0
+#: How long after the host starts the probe waits before starting its CLI. A Python
+#: child and a CLI starting beside the host took the machine's cores from its own
+#: start: on two cores the first client was answered after about 1.1 s instead of 0.3.
+PROBE_DELAY_SECONDS = 2.0
 
 
 def run_probe(
-    env: Mapping[str, str], cwd: str, done: Callable[[dict[str, Any]], None]
+    env: Mapping[str, str],
+    cwd: str,
+    done: Callable[[dict[str, Any]], None],
+    delay: float = PROBE_DELAY_SECONDS,
 ) -> threading.Thread:
-    """Ask a CLI what it offers, in a thread; ``done`` gets the answer (or nothing on failure).
+    """Ask a CLI what it offers, in a thread, ``delay`` seconds from now; ``done`` gets the
+    answer (or nothing on failure).
 
     The asking runs in a child Python process: claude-agent-sdk is heavy to load, and
     a host that never starts a Claude chat should not carry it.
     """
 
     def probe() -> None:
+        time.sleep(delay)
         try:
             answer = subprocess.run(
                 [sys.executable, "-m", "ahp_claude.probe"],

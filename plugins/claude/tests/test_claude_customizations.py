@@ -229,6 +229,18 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
         assert "no MCP server nowhere" in (await client.answer_to(seq))["rejectionReason"]
 
 
+def _children_cmdlines() -> list[str]:
+    """The command lines of this process's child processes (Linux)."""
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                found.append(Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " "))
+            except OSError:
+                continue  # gone meanwhile
+    return found
+
+
 class ProbingClaude:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
@@ -261,6 +273,8 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
     async with running_host([("claude", ProbingClaude(claude_env))], settings=settings) as running:
         client = await running.connect("c1")
         result = await client.initialize()
+        # The host's start and its first client are served before the probe's CLI starts.
+        assert not [cmd for cmd in _children_cmdlines() if "ahp_claude.probe" in cmd]
         [agent] = result["snapshots"][0]["state"]["agents"]
         if "customizations" not in agent:
             # Sent again when the probe answers, carrying what the CLI offers in any folder.
