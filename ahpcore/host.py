@@ -323,6 +323,13 @@ class Host:
             log.info("client %s disconnected (%s)", client.label, peer.close_reason)
 
     async def aclose(self) -> None:
+        for provider, backend in self.backends.items():
+            stop = getattr(backend, "stop", None)
+            if callable(stop):
+                try:
+                    await resolve(stop())
+                except Exception:
+                    log.exception("the %s backend did not stop cleanly", provider)
         store = self.session_store
         flush = getattr(store, "flush", None)
         if flush is not None:

@@ -525,6 +525,9 @@ class Backend(Protocol):
     # Optional:
     #   def attach(self, notifier: BackendNotifier) -> None
     #     called once, before any start; keep the notifier to say agents() changed.
+    #   def stop(self) -> None
+    #     called once as the host stops, after its chats: end the backend's own threads
+    #     and watchers.
     #   async def rename(self, backend_id: str, title: str) -> None   (abilities.rename)
     #     a client renamed the chat behind ``backend_id``; may block.
     #   def session_meta(self, backend_id: str) -> Mapping[str, JSON]

@@ -105,6 +105,9 @@ class ClaudeBackend:
         self.sandbox = sandbox
         self.watcher: Watcher | None = None
         self.probed = threading.Event()
+        #: Set by ``stop``: a boot probe still waiting to start then never starts.
+        self.stopped = threading.Event()
+        self.probe_thread: threading.Thread | None = None
         #: What the boot probe learned from a CLI (get_server_info), once it answered.
         self.server_info: dict[str, Any] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -129,9 +132,12 @@ class ClaudeBackend:
             self.watcher = Watcher(str(projects), self._transcripts_changed).start()
             self.index.watched = True
         if self._probe:
-            run_probe(self.env, str(self.home), self._probed)
+            self.probe_thread = run_probe(
+                self.env, str(self.home), self._probed, stopped=self.stopped
+            )
 
     def stop(self) -> None:
+        self.stopped.set()
         if self.watcher is not None:
             self.watcher.close()
             self.watcher = None

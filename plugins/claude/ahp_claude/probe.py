@@ -14,7 +14,6 @@ import logging
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -104,16 +103,18 @@ def run_probe(
     cwd: str,
     done: Callable[[dict[str, Any]], None],
     delay: float = PROBE_DELAY_SECONDS,
+    stopped: threading.Event | None = None,
 ) -> threading.Thread:
     """Ask a CLI what it offers, in a thread, ``delay`` seconds from now; ``done`` gets the
-    answer (or nothing on failure).
+    answer (or nothing on failure). A backend ``stopped`` within the delay asks nothing.
 
     The asking runs in a child Python process: claude-agent-sdk is heavy to load, and
     a host that never starts a Claude chat should not carry it.
     """
 
     def probe() -> None:
-        time.sleep(delay)
+        if (stopped or threading.Event()).wait(delay):
+            return
         try:
             answer = subprocess.run(
                 [sys.executable, "-m", "ahp_claude.probe"],

@@ -244,10 +244,12 @@ def _children_cmdlines() -> list[str]:
 class ProbingClaude:
     def __init__(self, env: dict[str, str]) -> None:
         self.env = env
+        self.backend: Any = None
 
     @hookimpl
     def ahp_backends(self, host: Any, register: Any) -> None:
-        register(backend_for(host, self.env, probe=True, watch=False))
+        self.backend = backend_for(host, self.env, probe=True, watch=False)
+        register(self.backend)
 
 
 async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_commands(
@@ -313,3 +315,17 @@ async def test_the_boot_probe_gives_the_agent_and_a_new_session_the_clis_command
             },
         )
         assert "rejectionReason" not in await client.answer_to(seq)
+
+
+async def test_a_host_stopped_before_its_boot_probe_starts_never_starts_it(claude_env, tmp_path):
+    settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
+    plugin = ProbingClaude(claude_env)
+    async with running_host([("claude", plugin)], settings=settings) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+    backend = plugin.backend
+    assert backend.stopped.is_set()
+    # Stopped within the probe's delay: its thread ends without starting a CLI.
+    await anyio.to_thread.run_sync(backend.probe_thread.join, 10)
+    assert not backend.probe_thread.is_alive()
+    assert not backend.probed.is_set()
