@@ -371,3 +371,24 @@ async def test_plugins_passing_over_a_long_listing_let_other_work_run_between(
         await client.initialize()
         assert len((await client.request("listSessions", {}))["items"]) == 1500
     assert ran_between == [True]  # the loop ran between the two plugins' passes
+
+
+async def test_a_client_gone_while_its_large_answer_goes_out_leaves_the_others_served(
+    tmp_path: Path,
+) -> None:
+    backend = ManyPast(SESSIONS)
+    async with running_host([("many", Plugin(backend))], settings=settings(tmp_path)) as running:
+        other = await running.connect("other")
+        await other.initialize()
+        for _ in range(3):
+            leaver = await running.connect("leaver")
+            leaver.conformance = False  # it leaves mid-answer on purpose
+            await leaver.initialize()
+            await leaver.send({"jsonrpc": "2.0", "id": "all", "method": "listSessions"})
+            # Gone once the answer has started to arrive: its parts meet a closed socket.
+            await anext(aiter(leaver.connection.recv_streaming()))
+            leaver.connection.transport.abort()
+        with anyio.fail_after(10):
+            await other.request("ping", {})
+            everything = await other.request("listSessions", {})
+        assert len(everything["items"]) == SESSIONS
