@@ -368,12 +368,34 @@ async def _seed(state_dir: Path, sessions: int) -> None:
         server.stop()
 
 
-async def _ping_during(peer: Client, stop: asyncio.Event, latencies: list[float]) -> None:
-    while not stop.is_set():
-        sent = now()
-        await peer.request("ping", {})
-        latencies.append(now() - sent)
-        await asyncio.sleep(0.002)
+#: Another client, in a process of its own: it pings every 2 ms and prints each ping's
+#: send time (CLOCK_MONOTONIC, one clock for every process) and round trip, until its
+#: stdin closes. In the bench's own process, its pings would also wait for the lister
+#: reading a 3 MB answer, which is not the server's doing.
+PINGER = """
+import asyncio, json, sys, time
+from websockets.asyncio.client import connect
+
+async def main(url, versions):
+    async with connect(url, max_size=None) as ws:
+        hello = {"channel": "ahp-root://", "protocolVersions": versions, "clientId": "pinger"}
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}))
+        while json.loads(await ws.recv()).get("id") != 0:
+            pass
+        print("ready", flush=True)
+        done = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        ident = 0
+        while not done.done():
+            ident += 1
+            sent = time.monotonic()
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": "ping", "params": {}}))
+            while json.loads(await ws.recv()).get("id") != ident:
+                pass
+            print(sent, time.monotonic() - sent, flush=True)
+            await asyncio.sleep(0.002)
+
+asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
+"""
 
 
 async def _timed_lists(
@@ -381,23 +403,41 @@ async def _timed_lists(
 ) -> list[tuple[float, list[float], int]]:
     """Each call's wall time, another client's ping latencies meanwhile, and rows returned."""
     out = []
-    async with client(server, "lister") as lister, client(server, "pinger") as pinger:
-        await pinger.request("ping", {})
-        for params in calls:
-            latencies: list[float] = []
-            stop = asyncio.Event()
-            pings = asyncio.create_task(_ping_during(pinger, stop, latencies))
-            await asyncio.sleep(0.02)
-            lister.defer_large = True
-            start = now()
-            result = await lister.request("listSessions", params)
-            wall = now() - start
-            stop.set()
-            await pings
-            if "unparsed" in result:
-                result = json.loads(result["unparsed"])["result"]
-            out.append((wall, latencies, len(result.get("items", []))))
-    return out
+    windows = []
+    async with client(server, "lister") as lister:  # waits for the server to accept
+        pinger = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            PINGER,
+            server.url,
+            json.dumps(VERSIONS),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert pinger.stdin is not None and pinger.stdout is not None
+        try:
+            await asyncio.wait_for(pinger.stdout.readline(), 60)  # "ready"
+            for params in calls:
+                await asyncio.sleep(0.05)
+                lister.defer_large = True
+                start = now()
+                result = await lister.request("listSessions", params)
+                wall = now() - start
+                windows.append((start, start + wall))
+                if "unparsed" in result:
+                    result = json.loads(result["unparsed"])["result"]
+                out.append((wall, len(result.get("items", []))))
+        finally:
+            pinger.stdin.close()
+            lines = (await asyncio.wait_for(pinger.stdout.read(), 60)).decode().split()
+            await pinger.wait()
+    pings = [
+        (float(sent), float(took)) for sent, took in zip(lines[::2], lines[1::2], strict=False)
+    ]
+    return [
+        (wall, [took for sent, took in pings if begin <= sent <= end], rows)
+        for (wall, rows), (begin, end) in zip(out, windows, strict=True)
+    ]
 
 
 async def bench_catalogue(args: argparse.Namespace) -> None:
