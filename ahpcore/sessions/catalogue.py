@@ -102,6 +102,10 @@ def row_json(row: CatalogueRow) -> dict[str, Any]:
     }
 
 
+def _row_texts(rows: Iterable[CatalogueRow]) -> dict[str, str]:
+    return {row.session_id: json.dumps(row_json(row)) for row in rows}
+
+
 def summary_of(
     provider: str, session_id: str, listed: Mapping[str, Any], host: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -259,7 +263,13 @@ class CatalogueIndex:
                     cursor = None
                 if cursor is None:
                     break
-            await self._do(lambda db: self._reconcile(db, provider, rows))
+            texts: dict[str, str] | None = None
+            if provider not in self._listed:
+                # The first refresh of a run compares every row's text with the index's;
+                # encoded here, before the index is locked, a page asked for meanwhile
+                # does not wait for 10,000 encodings.
+                texts = await anyio.to_thread.run_sync(_row_texts, rows)
+            await self._do(lambda db: self._reconcile(db, provider, rows, texts))
             self._refreshed[provider] = time.monotonic()
             self._refresh_cost[provider] = self._refreshed[provider] - started
         except Exception:
@@ -268,7 +278,13 @@ class CatalogueIndex:
             del self._refreshing[provider]
             done.set()
 
-    def _reconcile(self, db: sqlite3.Connection, provider: str, rows: list[CatalogueRow]) -> None:
+    def _reconcile(
+        self,
+        db: sqlite3.Connection,
+        provider: str,
+        rows: list[CatalogueRow],
+        texts: Mapping[str, str] | None = None,
+    ) -> None:
         listed = {row.session_id: row for row in rows}
         last = self._listed.get(provider)
         if last is None:
@@ -279,7 +295,9 @@ class CatalogueIndex:
             stored = {i for i, text in held.items() if text is not None}
             changed = []
             for session_id, row in listed.items():
-                text = json.dumps(row_json(row))
+                text = texts.get(session_id) if texts is not None else None
+                if text is None:
+                    text = json.dumps(row_json(row))
                 if held.get(session_id) != text:
                     changed.append((session_id, provider, row.modified_at, text))
         else:
