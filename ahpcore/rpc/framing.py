@@ -102,7 +102,7 @@ def dumps_answer_in_slices(ident: Any, result: dict[str, Any]) -> tuple[str, int
     for start in range(0, len(items), ANSWER_SLICE):
         if start:
             parts.append(",")
-        parts.append(_ENCODE(items[start : start + ANSWER_SLICE])[1:-1])
+        parts.append(dumps_weighed(items[start : start + ANSWER_SLICE])[0][1:-1])
     parts.append(shell[cut:])
     text = "".join(parts)
     return text, len(text.encode("utf-8"))
