@@ -8,13 +8,15 @@ import subprocess
 import sys
 import textwrap
 
-#: Loaded only when a request needs them: the full protocol models (hundreds of
-#: classes), the Claude SDK (a chat on the claude backend), the YAML parser (the
+#: Loaded only when a request needs them: pydantic (the handshake is checked without
+#: it), the full protocol models (hundreds of classes), the Claude SDK (a chat on the claude backend), the YAML parser (the
 #: scripted demo's script, read by its first turn); the scripted runner, its step
 #: classes and its loader (a chat's first turn); the files plugin's watcher and
 #: watchfiles under it (the first resource watch); git's operations and pull
 #: requests (the first changeset whose operations are asked for).
 HEAVY = (
+    "pydantic",
+    "pydantic_core",
     "ahpcore.protocol._generated.models",
     "claude_agent_sdk",
     "yaml",

@@ -14,10 +14,17 @@ from types import ModuleType
 from typing import Any
 
 import anyio.to_thread
-from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from ahpcore.protocol import shapes
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.protocol.methods import CUT_PARAMS, cut_module
+
+if typing.TYPE_CHECKING:
+    from pydantic import BaseModel, TypeAdapter
+
+# pydantic itself is imported by the first check that needs it: the handshake is
+# checked without it (ahpcore.protocol.shapes), so a host answers its first client
+# before paying for pydantic's import.
 
 EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
 #: Other spellings taken for a literal channel (an older client's authority form).
@@ -52,6 +59,8 @@ async def load_models(model_name: str) -> None:
     action) needs the full models, whose 0.2-0.4 s of class building would
     otherwise hold the event loop, and every other client with it.
     """
+    if model_name in shapes.CHECKED:
+        return
     if model_name in CUT_PARAMS:
         if model_name not in _cuts:
             await anyio.to_thread.run_sync(_cut, model_name)
@@ -87,6 +96,10 @@ def _describe(error: dict[str, Any], prefix: str) -> str:
 @cache
 def literal_channel(model_name: str) -> str | None:
     """The channel a params model declares as a literal, if it declares one."""
+    if model_name in shapes.CHECKED:
+        return shapes.literal_channel(model_name)
+    from pydantic import BaseModel
+
     model = _model(model_name)
     if not isinstance(model, type) or not issubclass(model, BaseModel):
         return None
@@ -99,6 +112,8 @@ def literal_channel(model_name: str) -> str | None:
 
 @cache
 def _adapter(model_name: str) -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(_model(model_name))
 
 
@@ -120,6 +135,15 @@ def check(method: str, model_name: str, params: Any, *, prefix: str = "params") 
                 INVALID_PARAMS,
                 f"{method} is addressed to channel {literal!r}, not {named!r}",
             )
+    if model_name in shapes.CHECKED:
+        found = shapes.problem(model_name, params)
+        if found is not None:
+            loc, msg = found
+            said = _describe({"loc": loc, "msg": msg}, prefix)
+            raise ProtocolError(INVALID_PARAMS, f"{method}: {said}")
+        return params
+    from pydantic import ValidationError
+
     try:
         _adapter(model_name).validate_python(params)
     except ValidationError as exc:
@@ -131,6 +155,8 @@ def check(method: str, model_name: str, params: Any, *, prefix: str = "params") 
 @cache
 def action_models(module: ModuleType | None = None) -> dict[str, tuple[type[BaseModel], ...]]:
     """Action type string -> the model(s) declaring it, read off the generated classes."""
+    from pydantic import BaseModel
+
     found: dict[str, list[type[BaseModel]]] = {}
     for value in vars(module or _models()).values():
         if not (isinstance(value, type) and issubclass(value, BaseModel)):
@@ -159,6 +185,8 @@ def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
     candidates = action_models().get(kind) if isinstance(kind, str) else None
     if not candidates:
         raise ProtocolError(INVALID_PARAMS, f"{prefix}.type: unknown action type {kind!r}")
+    from pydantic_core import ValidationError
+
     failures: list[str] = []
     for model in candidates:
         # pydantic-core's own validator and serializer, as model_validate and model_dump

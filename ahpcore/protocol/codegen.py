@@ -10,6 +10,8 @@ modules into ``ahpcore/protocol/_generated/``:
 * ``commands/<name>.py`` - one module per request's params (``CUT_PARAMS``), each
   holding the lenient model and the classes it needs, cut out of ``models.py`` so a
   request is checked without building the other five hundred classes.
+* ``shapes.py``  - the handshake's params (``PLAIN_PARAMS``) as plain schema dicts,
+  checked by ``ahpcore.protocol.shapes`` without pydantic.
 
 The output is committed and must never be edited by hand; fixes belong in
 ``ahpcore/protocol/extensions.py`` or in the schema preparation below.
@@ -22,13 +24,14 @@ import argparse
 import ast
 import json
 import os
+import pprint
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from ahpcore.protocol.methods import CUT_PARAMS, cut_module
+from ahpcore.protocol.methods import CUT_PARAMS, PLAIN_PARAMS, cut_module
 
 SCHEMA_FILES = ("state", "actions", "commands", "notifications", "errors")
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -207,6 +210,49 @@ def cut_models(source: str, roots: tuple[str, ...]) -> str:
     return "\n\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n"
 
 
+#: What ``ahpcore.protocol.shapes`` understands; a handshake shape using anything else
+#: stops the generator rather than being checked more loosely than pydantic would.
+SHAPE_KEYWORDS = frozenset({"type", "enum", "properties", "required", "items", "$ref"})
+SHAPE_TYPES = frozenset({"object", "string", "array"})
+
+
+def plain_shapes(defs: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]:
+    """``roots`` and every definition they reach, descriptions dropped, refs by bare name."""
+    shapes: dict[str, Any] = {}
+    todo = list(roots)
+
+    def plain(node: dict[str, Any], where: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            if key == "description":
+                continue
+            if key == "additionalProperties":
+                # Lenient models ignore unknown keys; only a free-form map (no properties)
+                # would check its values, and these shapes have none that constrain them.
+                if value not in ({}, True) and "properties" not in node:
+                    raise ValueError(f"{where}: additionalProperties {value!r} not supported")
+                continue
+            if key not in SHAPE_KEYWORDS:
+                raise ValueError(f"{where}: keyword {key!r} not supported by plain shapes")
+            if key == "type" and not (isinstance(value, str) and value in SHAPE_TYPES):
+                raise ValueError(f"{where}: type {value!r} not supported by plain shapes")
+            if key == "properties":
+                value = {name: plain(prop, f"{where}.{name}") for name, prop in value.items()}
+            elif key == "items":
+                value = plain(value, f"{where}[]")
+            elif key == "$ref":
+                value = value.removeprefix("#/$defs/")
+                todo.append(value)
+            out[key] = value
+        return out
+
+    while todo:
+        name = todo.pop(0)
+        if name not in shapes:
+            shapes[name] = plain(defs[name], name)
+    return shapes
+
+
 def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
     """Write the generated modules into ``out_dir`` and return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -248,6 +294,19 @@ def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
         cut = cuts / f"{cut_module(model_name)}.py"
         cut.write_text(header + cut_models(models_body, (model_name,)), "utf-8")
         written.append(cut)
+    merged = merged_schema(schema_dir)["$defs"]
+    shapes = out_dir / "shapes.py"
+    shapes.write_text(
+        header
+        + '"""The handshake\'s params as plain dicts, for ahpcore.protocol.shapes."""\n\n'
+        + "from typing import Any\n\n"
+        + f"ROOTS: tuple[str, ...] = {PLAIN_PARAMS!r}\n\n"
+        + "SHAPES: dict[str, Any] = "
+        + pprint.pformat(plain_shapes(merged, PLAIN_PARAMS), sort_dicts=False, width=88)
+        + "\n",
+        "utf-8",
+    )
+    written.append(shapes)
     cuts_init = cuts / "__init__.py"
     cuts_init.write_text(header + '"""Each request\'s params model, in a module of its own."""\n')
     written.append(cuts_init)
