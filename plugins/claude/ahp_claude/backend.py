@@ -129,8 +129,8 @@ class ClaudeBackend:
         if self._watch and self.watcher is None:
             projects = self.index.projects
             projects.mkdir(parents=True, exist_ok=True)
+            # The index trusts the watcher from its first answer on (_transcripts_changed).
             self.watcher = Watcher(str(projects), self._transcripts_changed).start()
-            self.index.watched = True
         if self._probe:
             self.probe_thread = run_probe(
                 self.env, str(self.home), self._probed, stopped=self.stopped
@@ -162,6 +162,8 @@ class ClaudeBackend:
 
     def _transcripts_changed(self, paths: list[str]) -> None:
         fresh = self.index.update(paths) if paths else self.index.refresh()
+        # Paths or not, the watch is on: listings need not look at the folder themselves.
+        self.index.watched = self.watcher is not None
         notifier = self.notifier
         # The contract has no way yet to say a past session appeared; a core that offers one
         # (sessions_changed) hears of it.

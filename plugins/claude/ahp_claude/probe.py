@@ -145,12 +145,27 @@ def _probe_main() -> None:
     json.dump(info, sys.stdout)
 
 
-class Watcher:
-    """Follows a folder with watchfiles and hands the changed paths to ``changed``."""
+#: How long after the host starts the transcript watcher starts. Importing watchfiles
+#: (and multiprocessing under it) beside the host's own start took about 30 ms of CPU
+#: from its first answer; until the watch is on, each listing looks at the folder.
+WATCH_DELAY_SECONDS = 1.0
 
-    def __init__(self, folder: str, changed: Callable[[list[str]], None]) -> None:
+
+class Watcher:
+    """Follows a folder with watchfiles and hands the changed paths to ``changed``.
+
+    The first call, once the watch is on, has no paths: look at the whole folder.
+    """
+
+    def __init__(
+        self,
+        folder: str,
+        changed: Callable[[list[str]], None],
+        delay: float = WATCH_DELAY_SECONDS,
+    ) -> None:
         self.folder = folder
         self.changed = changed
+        self.delay = delay
         self.stop = threading.Event()
         self.ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claude watcher", daemon=True)
@@ -160,6 +175,8 @@ class Watcher:
         return self
 
     def _run(self) -> None:
+        if self.stop.wait(self.delay):
+            return
         from watchfiles import watch
 
         try:

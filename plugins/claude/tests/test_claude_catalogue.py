@@ -15,6 +15,7 @@ from ahpcore.protocol.wire import validate_value
 pytestmark = pytest.mark.anyio
 
 SESSION = "11111111-2222-4333-8444-555555555555"
+EARLY = "11111111-2222-4333-8444-666666666666"
 
 
 class Heard:
@@ -104,11 +105,16 @@ async def test_a_transcript_written_elsewhere_reaches_the_index_as_it_appears(
     backend.attach(heard)
     try:
         assert backend.catalogue().rows == []
+        # The watch starts a moment after the host; until then each listing looks itself.
+        assert not backend.watcher.ready.is_set()
+        write_transcript(projects, EARLY, "before the watch", str(tmp_path))
+        assert [row.session_id for row in backend.catalogue().rows] == [EARLY]
         assert await anyio.to_thread.run_sync(backend.watcher.ready.wait, 5)
         write_transcript(projects, SESSION, "from a terminal", str(tmp_path))
         with anyio.fail_after(10):
             await heard.session_seen.wait()
         assert heard.sessions == [SESSION]
+        assert backend.index.watched
         row = backend.lookup(SESSION)
         assert row is not None and row.title == "from a terminal"
         assert row.working_directories == (tmp_path.as_uri(),)
@@ -116,7 +122,7 @@ async def test_a_transcript_written_elsewhere_reaches_the_index_as_it_appears(
         backend.stop()
     # A new index over the same state lists it at once, from SQLite, with no change on disk.
     again = ClaudeBackend(tmp_path / "state", no_spawn, env=claude_env, probe=False, watch=False)
-    assert [row.session_id for row in again.catalogue().rows] == [SESSION]
+    assert {row.session_id for row in again.catalogue().rows} == {SESSION, EARLY}
     again.stop()
 
 
