@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import platform
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -236,7 +235,8 @@ class Host:
             "config": {"schema": config_schema, "values": {}},
             "_meta": {
                 "ahp.version": __version__,
-                "ahp.python": platform.python_version(),
+                # platform.python_version(), without importing platform for it
+                "ahp.python": sys.version.split()[0],
                 "ahp.platform": sys.platform,
                 "ahp.plugins": self.plugins.names(),
             },

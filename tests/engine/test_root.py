@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import platform
+
 import pytest
 
 from ahpcore.hookspecs import hookimpl
@@ -56,6 +58,7 @@ async def test_a_protocol_only_host_has_no_agents(ahp_host):
         assert root["agents"] == []
         assert root["terminals"] == []
         assert root["_meta"]["ahp.version"]
+        assert root["_meta"]["ahp.python"] == platform.python_version()
 
 
 async def test_two_plugins_claiming_one_provider_is_an_error_naming_both(ahp_host):
