@@ -59,6 +59,8 @@ SCRIPT = textwrap.dedent(
                         (1, "initialize", {"protocolVersions": ["1.0.0"], "clientId": "a"}),
                         (2, "ping", {}),
                         (3, "initialize", {"protocolVersions": "1.0.0", "clientId": "b"}),
+                        (4, "listSessions", {"limit": 5}),
+                        (5, "subscribe", {"channel": "ahp-root://"}),
                     ):
                         await ws.send(json.dumps(
                             {"jsonrpc": "2.0", "id": ident, "method": method, "params": params}
@@ -74,7 +76,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_initialize_and_ping_load_neither_the_full_models_nor_the_claude_sdk():
+def test_a_first_client_loads_neither_pydantic_nor_the_full_models_nor_the_claude_sdk():
     env = {**os.environ, "AHP_CLAUDE_PROBE": "0", "AHP_CLAUDE_WATCH": "0"}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, *HEAVY],
@@ -87,12 +89,15 @@ def test_initialize_and_ping_load_neither_the_full_models_nor_the_claude_sdk():
     *answers, loaded, plugins = [
         line for line in done.stdout.splitlines() if line.startswith(("{", "["))
     ]
-    first, pong, bad = (json.loads(a) for a in answers)
+    first, pong, bad, listed, subscribed = (json.loads(a) for a in answers)
     assert first["result"]["protocolVersion"] == "1.0.0"
     assert pong["id"] == 2 and "error" not in pong
     # Bad handshake params are still refused, naming the field.
     assert bad["error"]["code"] == -32602
     assert "protocolVersions" in bad["error"]["message"]
+    # The first requests a client makes after the handshake are checked without it too.
+    assert "items" in listed["result"]
+    assert subscribed["result"]["snapshot"]["state"]["agents"]
     assert json.loads(loaded) == []
     # ... while the plugins that own them were loaded and registered.
     assert json.loads(plugins) == ["claude", "files", "git", "scripted", "terminals"]

@@ -59,8 +59,6 @@ async def load_models(model_name: str) -> None:
     action) needs the full models, whose 0.2-0.4 s of class building would
     otherwise hold the event loop, and every other client with it.
     """
-    if model_name in shapes.CHECKED:
-        return
     if model_name in CUT_PARAMS:
         if model_name not in _cuts:
             await anyio.to_thread.run_sync(_cut, model_name)
@@ -117,8 +115,29 @@ def _adapter(model_name: str) -> TypeAdapter[Any]:
     return TypeAdapter(_model(model_name))
 
 
-def check(method: str, model_name: str, params: Any, *, prefix: str = "params") -> dict[str, Any]:
-    """Validate ``params`` for ``method``; returns them (with a literal channel filled in)."""
+async def checked(
+    method: str, model_name: str, params: Any, *, prefix: str = "params"
+) -> dict[str, Any]:
+    """Validate ``params`` for ``method``; returns them (with a literal channel filled in).
+
+    Plainly where the schema allows (``ahpcore.protocol.shapes``); otherwise, or for a
+    value only pydantic's lax rules can judge, with the params' model, built first
+    in a worker thread.
+    """
+    if model_name in shapes.CHECKED:
+        try:
+            return check(method, model_name, params, prefix=prefix)
+        except shapes.Undecided:
+            pass
+    await load_models(model_name)
+    return check(method, model_name, params, prefix=prefix, plain=False)
+
+
+def check(
+    method: str, model_name: str, params: Any, *, prefix: str = "params", plain: bool = True
+) -> dict[str, Any]:
+    """``checked`` once the model is built (``load_models``), or with ``plain`` where
+    ``shapes`` checks it; raises ``shapes.Undecided`` when that cannot tell."""
     if params is None:
         params = {}
     if not isinstance(params, dict):
@@ -135,7 +154,7 @@ def check(method: str, model_name: str, params: Any, *, prefix: str = "params") 
                 INVALID_PARAMS,
                 f"{method} is addressed to channel {literal!r}, not {named!r}",
             )
-    if model_name in shapes.CHECKED:
+    if plain and model_name in shapes.CHECKED:
         found = shapes.problem(model_name, params)
         if found is not None:
             loc, msg = found

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ahpcore.engine.clients import Client
-from ahpcore.engine.params import check, load_models, models_built
+from ahpcore.engine.params import checked, load_models, models_built
 from ahpcore.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
 from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
 
@@ -92,8 +92,7 @@ class Router:
         if not client.initialized and method not in BEFORE_INITIALIZE:
             raise ProtocolError(INVALID_REQUEST, f"send initialize before {method}")
         if route.params_model is not None:
-            await load_models(route.params_model)
-            params = check(method, route.params_model, params)
+            params = await checked(method, route.params_model, params)
         elif params is None:
             params = {}
         result = route.handler(client, params)
@@ -107,10 +106,10 @@ class Router:
             return  # JSON-RPC: a notification is never answered, not even to refuse it
         model = CLIENT_NOTIFICATIONS.get(method)
         if model is not None:
-            if not models_built():
-                await load_models(model)
             if method != "dispatchAction":
-                params = check(method, model, params)
+                params = await checked(method, model, params)
+            elif not models_built():
+                await load_models(model)
         result = handler(client, params)
         if inspect.isawaitable(result):
             await result

@@ -10,8 +10,8 @@ modules into ``ahpcore/protocol/_generated/``:
 * ``commands/<name>.py`` - one module per request's params (``CUT_PARAMS``), each
   holding the lenient model and the classes it needs, cut out of ``models.py`` so a
   request is checked without building the other five hundred classes.
-* ``shapes.py``  - the handshake's params (``PLAIN_PARAMS``) as plain schema dicts,
-  checked by ``ahpcore.protocol.shapes`` without pydantic.
+* ``shapes.py``  - the params of every request whose schema uses only what
+  ``ahpcore.protocol.shapes`` understands, as plain dicts it checks without pydantic.
 
 The output is committed and must never be edited by hand; fixes belong in
 ``ahpcore/protocol/extensions.py`` or in the schema preparation below.
@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ahpcore.protocol.methods import CUT_PARAMS, PLAIN_PARAMS, cut_module
+from ahpcore.protocol.methods import CUT_PARAMS, cut_module
 
 SCHEMA_FILES = ("state", "actions", "commands", "notifications", "errors")
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -212,8 +212,12 @@ def cut_models(source: str, roots: tuple[str, ...]) -> str:
 
 #: What ``ahpcore.protocol.shapes`` understands; a handshake shape using anything else
 #: stops the generator rather than being checked more loosely than pydantic would.
-SHAPE_KEYWORDS = frozenset({"type", "enum", "properties", "required", "items", "$ref"})
-SHAPE_TYPES = frozenset({"object", "string", "array"})
+SHAPE_KEYWORDS = frozenset(
+    {"type", "enum", "properties", "required", "items", "$ref", "minimum", "maximum"}
+)
+SHAPE_TYPES = frozenset({"object", "string", "array", "boolean", "integer"})
+#: Every "number" of the schemas, widened to int | float (see _widen_numbers).
+NUMBER = ["integer", "number"]
 
 
 def plain_shapes(defs: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]:
@@ -234,8 +238,10 @@ def plain_shapes(defs: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]
                 continue
             if key not in SHAPE_KEYWORDS:
                 raise ValueError(f"{where}: keyword {key!r} not supported by plain shapes")
-            if key == "type" and not (isinstance(value, str) and value in SHAPE_TYPES):
+            if key == "type" and value != NUMBER and value not in SHAPE_TYPES:
                 raise ValueError(f"{where}: type {value!r} not supported by plain shapes")
+            if key == "enum" and not all(isinstance(v, str) for v in value):
+                raise ValueError(f"{where}: enum of non-strings not supported by plain shapes")
             if key == "properties":
                 value = {name: plain(prop, f"{where}.{name}") for name, prop in value.items()}
             elif key == "items":
@@ -251,6 +257,18 @@ def plain_shapes(defs: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]
         if name not in shapes:
             shapes[name] = plain(defs[name], name)
     return shapes
+
+
+def plain_roots(defs: dict[str, Any]) -> tuple[str, ...]:
+    """The params models (of ``CUT_PARAMS``) whose shapes the plain checker understands."""
+    roots = []
+    for name in CUT_PARAMS:
+        try:
+            plain_shapes(defs, (name,))
+        except ValueError:
+            continue  # a union (oneOf) or a typed map: left to pydantic
+        roots.append(name)
+    return tuple(roots)
 
 
 def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
@@ -295,14 +313,16 @@ def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
         cut.write_text(header + cut_models(models_body, (model_name,)), "utf-8")
         written.append(cut)
     merged = merged_schema(schema_dir)["$defs"]
+    roots = plain_roots(merged)
     shapes = out_dir / "shapes.py"
     shapes.write_text(
         header
-        + '"""The handshake\'s params as plain dicts, for ahpcore.protocol.shapes."""\n\n'
+        + '"""Request params as plain dicts, for ahpcore.protocol.shapes."""\n\n'
         + "from typing import Any\n\n"
-        + f"ROOTS: tuple[str, ...] = {PLAIN_PARAMS!r}\n\n"
-        + "SHAPES: dict[str, Any] = "
-        + pprint.pformat(plain_shapes(merged, PLAIN_PARAMS), sort_dicts=False, width=88)
+        + "ROOTS: tuple[str, ...] = "
+        + pprint.pformat(roots, width=88)
+        + "\n\nSHAPES: dict[str, Any] = "
+        + pprint.pformat(plain_shapes(merged, roots), sort_dicts=False, width=88)
         + "\n",
         "utf-8",
     )

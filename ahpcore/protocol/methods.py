@@ -96,12 +96,6 @@ CUT_PARAMS: tuple[str, ...] = tuple(
 )
 
 
-#: Params checked without pydantic, by ``ahpcore.protocol.shapes``: the handshake. A
-#: host then answers its first client before pydantic is imported at all, which with
-#: building the params' validator was a quarter of the CPU from start to that answer.
-PLAIN_PARAMS: tuple[str, ...] = ("InitializeParams", "PingParams")
-
-
 def cut_module(model_name: str) -> str:
     """The module of ``_generated/commands`` holding ``model_name`` (ListSessionsParams ->
     list_sessions)."""

@@ -1,11 +1,13 @@
-"""Checking the handshake's params without pydantic.
+"""Checking request params without pydantic.
 
-A host's first answer is to ``initialize``; importing pydantic and building a
-validator for it was about a quarter of the CPU from process start to that
-answer. The handshake's params are a few strings and lists, so they are checked
-here against the schema itself (``_generated/shapes.py``), with the verdicts
-and wording of the lenient pydantic models (``tests/protocol/test_shapes.py``
-holds the two to the same answers).
+Importing pydantic and building a request's validator was about a quarter of the
+CPU from a host's start to its first answer, and most of a first listing's. Most
+requests' params are strings, numbers and lists of them, so they are checked here
+against the schema itself (``_generated/shapes.py``), with the verdicts and wording
+of the lenient pydantic models. Where pydantic's lax conversions make the answer
+subtle (a number sent as a string, a boolean as anything but a boolean), this
+checker does not guess: it says ``Undecided`` and the caller asks pydantic.
+``tests/protocol/test_shapes.py`` holds the two to the same answers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from ahpcore.protocol._generated.shapes import ROOTS, SHAPES
 
 #: A problem: where (keys and list indexes, as pydantic's ``loc``) and what.
 Problem = tuple[tuple[str | int, ...], str]
+
+#: Every schema "number", widened to int | float by the generator.
+NUMBER = ["integer", "number"]
+
+
+class Undecided(Exception):
+    """A value this checker leaves to pydantic (lax conversions it does not copy)."""
+
 
 CHECKED: frozenset[str] = frozenset(ROOTS)
 
@@ -28,7 +38,10 @@ def literal_channel(model_name: str) -> str | None:
 
 
 def problem(model_name: str, value: Any) -> Problem | None:
-    """The first thing wrong with ``value`` as ``model_name``, or None when it is fine."""
+    """The first thing wrong with ``value`` as ``model_name``, or None when it is fine.
+
+    Raises ``Undecided`` for a value only pydantic's lax rules can judge.
+    """
     return _check(SHAPES[model_name], value, (), model_name)
 
 
@@ -54,6 +67,26 @@ def _check(
         if not isinstance(value, str):
             return loc, "Input should be a valid string"
         return None
+    if kind == NUMBER:
+        if isinstance(value, str) or "minimum" in shape or "maximum" in shape:
+            raise Undecided
+        if isinstance(value, int | float):
+            return None
+        return (*loc, "int"), "Input should be a valid integer"
+    if kind == "integer":
+        if isinstance(value, bool | float | str):
+            raise Undecided
+        if not isinstance(value, int):
+            return loc, "Input should be a valid integer"
+        if "minimum" in shape and value < shape["minimum"]:
+            return loc, f"Input should be greater than or equal to {shape['minimum']}"
+        if "maximum" in shape and value > shape["maximum"]:
+            return loc, f"Input should be less than or equal to {shape['maximum']}"
+        return None
+    if kind == "boolean":
+        if isinstance(value, bool):
+            return None
+        raise Undecided
     if kind == "array":
         if not isinstance(value, list):
             return loc, "Input should be a valid list"
@@ -67,9 +100,11 @@ def _check(
     if kind == "object":
         if not isinstance(value, dict):
             # A declared type is a model; a bare object is a free-form map.
-            if name is not None and "properties" in shape:
-                return loc, f"Input should be a valid dictionary or instance of {name}"
-            return loc, "Input should be a valid dictionary"
+            if "properties" not in shape:
+                return loc, "Input should be a valid dictionary"
+            if name is None:
+                raise Undecided  # an inline model: its class name is the generator's choice
+            return loc, f"Input should be a valid dictionary or instance of {name}"
         required = shape.get("required", ())
         for key, field in shape.get("properties", {}).items():
             if key not in value:
