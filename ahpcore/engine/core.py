@@ -206,9 +206,9 @@ class Engine:
         self.replay.append(Buffered(self.server_seq, uri, envelope, weight))
         # Serialized and weighed once per spelling, not once per watcher.
         frames: dict[str, tuple[str, int]] = {uri: (text, weight)}
-        # Clients with nothing queued or buffered get the frame in one write per
-        # spelling; only the others are checked against clientQueueBytes, read once.
-        idle: dict[tuple[str, Any], list[tuple[Peer, Any]]] = {}
+        # Clients with nothing queued ahead and room within clientQueueBytes (read once)
+        # get the frame in one write per spelling; only the others go one by one.
+        ready: dict[tuple[str, Any], list[tuple[Peer, Any]]] = {}
         limit: int | None = None
         for client, spelling in channel.subscribers.items():
             if spelling not in frames:
@@ -216,13 +216,14 @@ class Engine:
             peer = client.peer
             if uri in client.held:
                 client.deliver(uri, *frames[spelling])
-            elif (wire := peer.idle_wire()) is not None:
-                idle.setdefault((spelling, peer.write_many), []).append((peer, wire))
+                continue
+            if limit is None:
+                limit = peer.queue_limit()
+            if (wire := peer.ready_wire(frames[spelling][1], limit)) is not None:
+                ready.setdefault((spelling, peer.write_many), []).append((peer, wire))
             else:
-                if limit is None:
-                    limit = peer.queue_limit()
                 peer.send_text(*frames[spelling], limit)
-        for (spelling, write_many), group in idle.items():
+        for (spelling, write_many), group in ready.items():
             failed = write_many([wire for _, wire in group], frames[spelling][0])
             for peer, wire in group:
                 if wire in failed:

@@ -107,7 +107,7 @@ class Peer:
         self.close_reason: str | None = None
         #: A wire that can take a frame at once (and counts what it holds) skips the outbox.
         self._write_now: Callable[[str], None] | None = getattr(wire, "write_now", None)
-        #: A wire that can also put one frame on many wires at once (see ``idle_wire``).
+        #: A wire that can also put one frame on many wires at once (see ``ready_wire``).
         self.write_many: Callable[[list[Any], str], list[Any]] | None = getattr(
             wire, "write_many", None
         )
@@ -136,16 +136,23 @@ class Peer:
         """clientQueueBytes now: how far behind this client may fall before it is closed."""
         return self._queue_limit()
 
-    def idle_wire(self) -> Any | None:
-        """The wire when it holds nothing and nothing is queued for it, else None.
+    def ready_wire(self, weight: int, limit: int) -> Any | None:
+        """The wire when a frame of ``weight`` bytes may go straight onto it now, else None.
 
-        Such a wire is behind by nothing, so any frame may go straight onto it
-        with no budget check: a sender with many idle peers hands them all to
-        one ``write_many`` call instead of one ``send_text`` each.
+        Nothing may be queued ahead of it, and what the wire still holds plus the
+        frame must be within ``limit`` (clientQueueBytes; a wire holding nothing
+        takes any frame, as in ``send_text``). A sender with many such peers hands
+        them all to one ``write_many`` call instead of one ``send_text`` each; a
+        peer past its limit is left to ``send_text``, which closes it.
         """
         if self.write_many is None or self._outbox or self._in_parts or self.closed:
             return None
-        return self.wire if self.wire.buffered_bytes() == 0 else None
+        if weight > SEND_IN_PARTS_OVER and self._send_in_parts is not None:
+            return None
+        on_wire = self.wire.buffered_bytes()
+        if on_wire and on_wire + weight > limit:
+            return None
+        return self.wire
 
     def send_text(self, text: str, weight: int | None = None, limit: int | None = None) -> bool:
         """Queue or write one frame; ``limit`` is clientQueueBytes when the caller read it."""
