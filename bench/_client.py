@@ -29,10 +29,18 @@ def now() -> float:
 
 
 def _stamp(message: Any) -> dict[str, Any] | None:
-    """The bench stamp an action frame carries, or None for any other frame."""
+    """The bench stamp an action frame carries, or None for any other frame.
+
+    In a root config change (frames the in-process engine applies) or in a chat
+    draft's text (frames a client dispatched, with ``--outside``).
+    """
     try:
-        return message["params"]["action"]["config"]["bench"]
-    except (KeyError, TypeError):
+        action = message["params"]["action"]
+        if action.get("type") == "chat/draftChanged":
+            stamp: dict[str, Any] = json.loads(action["draft"]["text"])
+            return stamp
+        return action["config"]["bench"]
+    except (KeyError, TypeError, ValueError):
         return None
 
 
@@ -61,7 +69,7 @@ async def _connection(command: dict[str, Any], index: int, phases: Phases) -> di
                 "channel": ROOT,
                 "protocolVersions": ["1.0.0"],
                 "clientId": f"bench-{command['proc']}-{index}",
-                "initialSubscriptions": [ROOT],
+                "initialSubscriptions": [command.get("channel", ROOT)],
             }
             request = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
             await ws.send(json.dumps(request))

@@ -120,11 +120,15 @@ class ClientProcesses:
         args: argparse.Namespace,
         warm: Callable[[], Awaitable[Any]],
         push: Callable[[], Awaitable[Any]],
+        cpu_clock: Callable[[], float] = time.process_time,
+        channel: str = ROOT_CHANNEL,
     ) -> tuple[float, float, list[dict[str, Any]]]:
         """Connect every client, warm up, then time ``push`` until every frame has arrived.
 
         Returns the monotonic time the first measured frame was sent, the server CPU
-        seconds spent from then until the last one arrived, and each connection's results.
+        seconds spent from then until the last one arrived (``cpu_clock``: this
+        process's, or a server process's read from /proc), and each connection's
+        results. The clients subscribe to ``channel``.
         """
         with tempfile.TemporaryDirectory() as scratch:
             outs = [os.path.join(scratch, f"{i}.json") for i in range(len(self.procs))]
@@ -140,6 +144,7 @@ class ClientProcesses:
                     "compression": args.compression,
                     "proc": index,
                     "out": out,
+                    "channel": channel,
                 }
                 assert proc.stdin is not None
                 proc.stdin.write((json.dumps(command) + "\n").encode())
@@ -147,11 +152,11 @@ class ClientProcesses:
             await self._expect("ready")
             await warm()
             await self._expect("warm")
-            cpu_before = time.process_time()
+            cpu_before = cpu_clock()
             started = now()
             await push()
             await self._expect("done")
-            cpu = time.process_time() - cpu_before
+            cpu = cpu_clock() - cpu_before
             results = [conn for out in outs for conn in json.loads(Path(out).read_text())]
         return started, cpu, results
 
@@ -207,8 +212,11 @@ async def _drive(
     mode: str,
     args: argparse.Namespace,
     send: Callable[[int, dict[str, Any]], Any],
+    **run: Any,
 ) -> tuple[float, float, list[dict[str, Any]]]:
-    """Warm up, then push the measured frames; ``send(seq, stamp)`` puts one out."""
+    """Warm up, then push the measured frames; ``send(seq, stamp)`` puts one out.
+
+    ``run`` goes to ``ClientProcesses.run`` (the CPU clock, the channel)."""
     warm_pads, pads = _pads(WARMUP, args.size), _pads(args.actions, args.size)
 
     async def warm() -> None:
@@ -229,7 +237,7 @@ async def _drive(
             # (both) get to move bytes between frames, the same way in both modes.
             await asyncio.sleep(0)
 
-    return await procs.run(url, mode, args, warm, push)
+    return await procs.run(url, mode, args, warm, push, **run)
 
 
 def _bench_action(stamp: dict[str, Any]) -> dict[str, Any]:
@@ -282,6 +290,57 @@ async def bare_row(args: argparse.Namespace, clients: int, procs: ClientProcesse
     return _row("bare", args, clients, started, cpu, results)
 
 
+def _draft_frame(channel: str, seq: int, stamp: dict[str, Any]) -> str:
+    """A client's ``dispatchAction`` carrying ``stamp`` in a chat draft (a declared field,
+    so the host's check keeps it)."""
+    action = {
+        "type": "chat/draftChanged",
+        "draft": {"text": json.dumps(stamp), "origin": {"kind": "user"}},
+    }
+    params = {"channel": channel, "clientSeq": seq + 1, "action": action}
+    return json.dumps({"jsonrpc": "2.0", "method": "dispatchAction", "params": params})
+
+
+async def outside_row(
+    mode: str, args: argparse.Namespace, clients: int, procs: ClientProcesses
+) -> Row:
+    """``ahp serve`` (or bench/_bare.py) as a process of its own, driven over a socket.
+
+    A driver client dispatches each frame as a chat draft; the host checks, reduces,
+    numbers and buffers it and fans it out to the clients subscribed to the chat
+    (bare relays it to every connection). The server's CPU is read from /proc.
+    """
+    import outside  # bench/outside.py: starts and reads the server processes
+
+    compression = "deflate" if args.compression else None
+    flags = () if args.compression else ("--no-compression",)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = (
+            outside.start_host(Path(tmp) / "state", *flags, budget=False)
+            if mode == "engine"
+            else outside.start_bare(*flags)
+        )
+        try:
+            async with outside.client(server, "driver", compression) as driver:
+                _, channel = await outside._open_session(driver, server)
+
+                def send(seq: int, stamp: dict[str, Any]) -> None:
+                    broadcast([driver.ws], _draft_frame(channel, seq, stamp))
+
+                started, cpu, results = await _drive(
+                    procs,
+                    server.url,
+                    mode,
+                    args,
+                    send,
+                    cpu_clock=lambda: outside.cpu_seconds(server.pid),
+                    channel=channel,
+                )
+        finally:
+            server.stop()
+    return _row(mode, args, clients, started, cpu, results)
+
+
 def _print_header() -> None:
     print(
         f"{'mode':<7} {'C':>3} {'N':>6} {'size':>6} {'deliveries':>10} {'wall s':>7} "
@@ -329,8 +388,11 @@ async def run_all(args: argparse.Namespace) -> None:
         try:
             rows: dict[str, Row] = {}
             for mode in args.modes:
-                run = engine_row if mode == "engine" else bare_row
-                rows[mode] = await run(args, clients, procs)
+                if args.outside:
+                    rows[mode] = await outside_row(mode, args, clients, procs)
+                else:
+                    run = engine_row if mode == "engine" else bare_row
+                    rows[mode] = await run(args, clients, procs)
                 _print_row(rows[mode])
             if len(rows) == 2:
                 _print_ratio(rows["engine"], rows["bare"])
@@ -351,6 +413,12 @@ def _parse() -> argparse.Namespace:
     )
     parser.add_argument(
         "--size", type=int, default=1024, help="padding bytes per frame (default 1024)"
+    )
+    parser.add_argument(
+        "--outside",
+        action="store_true",
+        help="serve from an `ahp serve` process (and bare from bench/_bare.py), frames "
+        "dispatched by a client as chat drafts, server CPU read from /proc",
     )
     parser.add_argument(
         "--procs",
