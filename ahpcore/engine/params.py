@@ -22,9 +22,9 @@ from ahpcore.protocol.methods import CUT_PARAMS, cut_module
 if typing.TYPE_CHECKING:
     from pydantic import BaseModel, TypeAdapter
 
-# pydantic itself is imported by the first check that needs it: the handshake is
-# checked without it (ahpcore.protocol.shapes), so a host answers its first client
-# before paying for pydantic's import.
+# pydantic itself is imported by the first check that needs it: most requests are
+# checked without it (ahpcore.protocol.shapes), so a host answers its first client,
+# and that client's first listing, without paying for pydantic's import.
 
 EXEMPT_FROM_CHANNEL_CHECK = frozenset({"initialize", "ping"})
 #: Other spellings taken for a literal channel (an older client's authority form).
