@@ -210,8 +210,8 @@ def cut_models(source: str, roots: tuple[str, ...]) -> str:
     return "\n\n".join(imports) + "\n\n\n" + "\n\n\n".join(body) + "\n"
 
 
-#: What ``ahpcore.protocol.shapes`` understands; a handshake shape using anything else
-#: stops the generator rather than being checked more loosely than pydantic would.
+#: What ``ahpcore.protocol.shapes`` understands; params using anything else are left to
+#: pydantic (``plain_roots``) rather than checked more loosely than pydantic would.
 SHAPE_KEYWORDS = frozenset(
     {"type", "enum", "properties", "required", "items", "$ref", "minimum", "maximum"}
 )

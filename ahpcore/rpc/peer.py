@@ -147,12 +147,15 @@ class Peer:
         """
         if self.write_many is None or self._outbox or self._in_parts or self.closed:
             return None
-        if weight > SEND_IN_PARTS_OVER and self._send_in_parts is not None:
+        if self._in_parts_for(weight):
             return None
-        on_wire = self.wire.buffered_bytes()
-        if on_wire and on_wire + weight > limit:
+        if not _has_room(self.wire.buffered_bytes() or 0, weight, limit):
             return None
         return self.wire
+
+    def _in_parts_for(self, weight: int) -> bool:
+        """Whether a frame of ``weight`` bytes goes out as fragments (SEND_IN_PARTS_OVER)."""
+        return weight > SEND_IN_PARTS_OVER and self._send_in_parts is not None
 
     def send_text(self, text: str, weight: int | None = None, limit: int | None = None) -> bool:
         """Queue or write one frame; ``limit`` is clientQueueBytes when the caller read it."""
@@ -164,11 +167,10 @@ class Peer:
             if limit is None:
                 limit = self._queue_limit()
             held = self._queued_bytes + on_wire
-            # A client holding nothing takes any frame, however large: it is not behind.
-            if held > 0 and held + weight > limit:
+            if not _has_room(held, weight, limit):
                 self.fall_behind(held)
                 return False
-        in_parts = weight > SEND_IN_PARTS_OVER and self._send_in_parts is not None
+        in_parts = self._in_parts_for(weight)
         if self._write_now is not None and not (self._outbox or self._in_parts or in_parts):
             # Nothing queued ahead of it: straight onto the wire, in order.
             try:
@@ -387,3 +389,11 @@ class Peer:
                 self.send_text(text, weight)
             else:
                 self.respond(message.id, result)
+
+
+def _has_room(held: int, weight: int, limit: int) -> bool:
+    """Whether a client holding ``held`` bytes may take ``weight`` more within ``limit``.
+
+    A client holding nothing takes any frame, however large: it is not behind.
+    """
+    return held == 0 or held + weight <= limit
