@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -367,6 +368,17 @@ def _print_ratio(engine: Row, bare: Row) -> None:
     )
 
 
+def _print_median(pairs: list[tuple[Row, Row]]) -> None:
+    rates = sorted(engine.rate / bare.rate for engine, bare in pairs)
+    cpus = sorted(engine.cpu_per_1000 / bare.cpu_per_1000 for engine, bare in pairs)
+    print(
+        f"{'median':<7} {pairs[0][0].clients:>3} of {len(pairs)} pairs: "
+        f"deliveries/s x{statistics.median(rates):.2f} ({rates[0]:.2f}-{rates[-1]:.2f}), "
+        f"CPU per delivery x{statistics.median(cpus):.2f} ({cpus[0]:.2f}-{cpus[-1]:.2f})",
+        flush=True,
+    )
+
+
 async def main(args: argparse.Namespace) -> None:
     for compression in args.compressions:
         args.compression = compression
@@ -386,16 +398,23 @@ async def run_all(args: argparse.Namespace) -> None:
         procs = ClientProcesses(clients, min(clients, args.procs or MAX_PROCS))
         await procs.start()
         try:
-            rows: dict[str, Row] = {}
-            for mode in args.modes:
-                if args.outside:
-                    rows[mode] = await outside_row(mode, args, clients, procs)
-                else:
-                    run = engine_row if mode == "engine" else bare_row
-                    rows[mode] = await run(args, clients, procs)
-                _print_row(rows[mode])
-            if len(rows) == 2:
-                _print_ratio(rows["engine"], rows["bare"])
+            pairs: list[tuple[Row, Row]] = []
+            for _ in range(args.repeat):
+                # Engine and bare take turns, so a change in the machine's speed lands
+                # on both sides of a ratio instead of on one.
+                rows: dict[str, Row] = {}
+                for mode in args.modes:
+                    if args.outside:
+                        rows[mode] = await outside_row(mode, args, clients, procs)
+                    else:
+                        run = engine_row if mode == "engine" else bare_row
+                        rows[mode] = await run(args, clients, procs)
+                    _print_row(rows[mode])
+                if len(rows) == 2:
+                    _print_ratio(rows["engine"], rows["bare"])
+                    pairs.append((rows["engine"], rows["bare"]))
+            if len(pairs) > 1:
+                _print_median(pairs)
         finally:
             await procs.stop()
 
@@ -410,6 +429,13 @@ def _parse() -> argparse.Namespace:
         "-c",
         default="1,10,50,200",
         help="client counts, comma-separated (default 1,10,50,200)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="engine/bare pairs per client count, taken in turn; with more than one, "
+        "the median ratios are printed too (default 1)",
     )
     parser.add_argument(
         "--size", type=int, default=1024, help="padding bytes per frame (default 1024)"
