@@ -193,8 +193,9 @@ class Engine:
             log.warning("%s dropped: no channel %s any more", action.get("type"), uri)
             return None
         before = channel.state
+        # Every reducer answers a no-op with the state itself (``keep_if_same``).
         after = reducers.reduce(channel.kind, before, action)
-        if not always and (after is before or after == before):
+        if after is before and not always:
             return None
         channel.state = after
         self.server_seq += 1
@@ -208,24 +209,29 @@ class Engine:
         frames: dict[str, tuple[str, int]] = {uri: (text, weight)}
         # Clients with nothing queued ahead and room within clientQueueBytes (read once)
         # get the frame in one write per spelling; only the others go one by one.
-        ready: dict[tuple[str, Any], list[tuple[Peer, Any]]] = {}
+        ready: dict[tuple[str, Any], tuple[list[Peer], list[Any]]] = {}
         limit: int | None = None
         for client, spelling in channel.subscribers.items():
-            if spelling not in frames:
-                frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
+            frame = frames.get(spelling)
+            if frame is None:
+                frame = frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
             peer = client.peer
-            if uri in client.held:
-                client.deliver(uri, *frames[spelling])
+            if client.held and uri in client.held:
+                client.deliver(uri, *frame)
                 continue
             if limit is None:
                 limit = peer.queue_limit()
-            if (wire := peer.ready_wire(frames[spelling][1], limit)) is not None:
-                ready.setdefault((spelling, peer.write_many), []).append((peer, wire))
-            else:
-                peer.send_text(*frames[spelling], limit)
-        for (spelling, write_many), group in ready.items():
-            failed = write_many([wire for _, wire in group], frames[spelling][0])
-            for peer, wire in group:
+            if (wire := peer.ready_wire(frame[1], limit)) is None:
+                peer.send_text(*frame, limit)
+                continue
+            group = ready.get((spelling, peer.write_many))
+            if group is None:
+                group = ready[spelling, peer.write_many] = ([], [])
+            group[0].append(peer)
+            group[1].append(wire)
+        for (spelling, write_many), (peers, wires) in ready.items():
+            failed = write_many(wires, frames[spelling][0])
+            for peer, wire in zip(peers, wires, strict=True) if failed else ():
                 if wire in failed:
                     peer.close("send failed")
         action_type = action.get("type")

@@ -101,12 +101,15 @@ class Peer:
         self._queued_bytes = 0
         self._wakeup = anyio.Event()
         self._closed = anyio.Event()
+        #: The same as ``_closed.is_set()``, read on every frame to every watcher.
+        self._is_closed = False
         self._next_request_id = itertools.count(1)
         self._pending: dict[int, tuple[anyio.Event, list[Any]]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self.close_reason: str | None = None
         #: A wire that can take a frame at once (and counts what it holds) skips the outbox.
         self._write_now: Callable[[str], None] | None = getattr(wire, "write_now", None)
+        self._buffered_bytes: Callable[[], int | None] = wire.buffered_bytes
         #: A wire that can also put one frame on many wires at once (see ``ready_wire``).
         self.write_many: Callable[[list[Any], str], list[Any]] | None = getattr(
             wire, "write_many", None
@@ -122,7 +125,7 @@ class Peer:
     # -- sending -----------------------------------------------------------
     @property
     def closed(self) -> bool:
-        return self._closed.is_set()
+        return self._is_closed
 
     @property
     def queued_bytes(self) -> int:
@@ -145,11 +148,12 @@ class Peer:
         them all to one ``write_many`` call instead of one ``send_text`` each; a
         peer past its limit is left to ``send_text``, which closes it.
         """
-        if self.write_many is None or self._outbox or self._in_parts or self.closed:
+        if self._outbox or self._in_parts or self._is_closed or self.write_many is None:
             return None
         if self._in_parts_for(weight):
             return None
-        if not _has_room(self.wire.buffered_bytes() or 0, weight, limit):
+        held = self._buffered_bytes()
+        if held and held + weight > limit:  # _has_room, inline: it runs per frame and watcher
             return None
         return self.wire
 
@@ -239,6 +243,7 @@ class Peer:
         if self.closed:
             return
         self.close_reason = reason
+        self._is_closed = True
         self._closed.set()
         self._outbox.clear()
         self._queued_bytes = 0

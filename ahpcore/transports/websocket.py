@@ -29,7 +29,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve, unix_serve
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
+from websockets.protocol import OPEN
 
 from ahpcore.logs import escape
 
@@ -70,21 +72,40 @@ class WebSocketWire:
         buffer before each frame, so waiting for every frame to drain (as
         ``send`` does) only costs a task switch per frame and client.
         """
-        broadcast([self.connection], text, raise_exceptions=True)
+        if self.write_many([self], text):
+            raise ConnectionError(f"writing to {self.label} failed")
 
     @staticmethod
     def write_many(wires: list[WebSocketWire], text: str) -> list[WebSocketWire]:
-        """One frame onto every wire, encoded once; returns the wires a write failed on."""
-        try:
-            broadcast([wire.connection for wire in wires], text, raise_exceptions=True)
-        except ExceptionGroup:
-            # broadcast does not say which connection failed; a failed write closes its transport.
-            return [
-                wire
-                for wire in wires
-                if wire.connection.transport is None or wire.connection.transport.is_closing()
-            ]
-        return []
+        """One frame onto every wire, encoded once; returns the wires a write failed on.
+
+        A connection without extensions (no permessage-deflate) takes the same
+        bytes as every other such connection: the frame is built once and only
+        written per connection. The rest (each compresses with its own context,
+        or is midway through a fragmented message) go through ``broadcast``.
+        """
+        data = text.encode()
+        frame: bytes | None = None
+        failed: list[WebSocketWire] = []
+        for wire in wires:
+            connection = wire.connection
+            protocol = connection.protocol
+            if protocol.extensions or protocol.debug or not _sending_whole(connection):
+                # Framed for this connection alone, so a refusal names it.
+                try:
+                    broadcast([connection], data, text=True, raise_exceptions=True)
+                except ExceptionGroup:
+                    failed.append(wire)
+                continue
+            if protocol.state is not OPEN:
+                continue  # closing: as broadcast does, nothing more is written to it
+            if frame is None:
+                frame = Frame(Opcode.TEXT, data).serialize(mask=False)
+            try:
+                connection.transport.write(frame)
+            except Exception:
+                failed.append(wire)
+        return failed
 
     def buffered_bytes(self) -> int | None:
         transport = self.connection.transport
@@ -92,6 +113,12 @@ class WebSocketWire:
 
     async def close(self, code: int = 1000, reason: str = "") -> None:
         await self.connection.close(code, reason)
+
+
+def _sending_whole(connection: ServerConnection) -> bool:
+    """Whether no fragmented message is being sent on ``connection`` (a frame written
+    now would land between its fragments). An unknown websockets says no."""
+    return getattr(connection, "send_in_progress", True) is None
 
 
 def token_of(request: Request) -> str | None:

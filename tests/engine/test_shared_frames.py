@@ -1,0 +1,105 @@
+"""One frame to many watchers: built once for every connection without deflate, each
+compressed connection framed on its own, and never a frame between another message's
+fragments."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from websockets.frames import Frame
+
+from ahpcore.protocol.uris import ROOT_CHANNEL
+from ahpcore.transports.websocket import WebSocketWire
+
+pytestmark = pytest.mark.anyio
+
+ACTIONS = 40
+
+
+def _config_change(index: int) -> dict[str, Any]:
+    return {"type": "root/configChanged", "config": {"step": index, "pad": "x" * (index * 37)}}
+
+
+async def _config_envelopes(client: Any, count: int) -> list[dict[str, Any]]:
+    envelopes = []
+    while len(envelopes) < count:
+        frame = await client.recv()
+        if frame.get("method") == "action":
+            envelopes.append(frame["params"])
+    return envelopes
+
+
+async def test_plain_and_deflate_watchers_each_get_every_frame_whole_and_in_order(ahp_host):
+    async with ahp_host(no_plugins=True) as running:
+        plain = [await running.connect(f"plain{i}", compression=None) for i in range(3)]
+        deflate = [await running.connect(f"deflate{i}") for i in range(3)]
+        for client in plain + deflate:
+            await client.initialize()
+        engine = running.host.engine_or_fail
+        sent = [engine.apply(ROOT_CHANNEL, _config_change(i)) for i in range(ACTIONS)]
+        assert all(envelope is not None for envelope in sent)
+        for client in plain + deflate:
+            received = await _config_envelopes(client, ACTIONS)
+            assert received == sent, client.client_id
+
+
+async def test_the_frame_is_built_once_for_every_watcher_without_deflate(ahp_host, monkeypatch):
+    built: list[int] = []
+    serialize = Frame.serialize
+
+    def counting(self: Frame, **kwargs: Any) -> bytes:
+        built.append(len(self.data))
+        return serialize(self, **kwargs)
+
+    async with ahp_host(no_plugins=True) as running:
+        plain = [await running.connect(f"plain{i}", compression=None) for i in range(5)]
+        deflate = [await running.connect(f"deflate{i}") for i in range(2)]
+        for client in plain + deflate:
+            await client.initialize()
+        engine = running.host.engine_or_fail
+        monkeypatch.setattr(Frame, "serialize", counting)
+        envelope = engine.apply(ROOT_CHANNEL, _config_change(1))
+        monkeypatch.setattr(Frame, "serialize", serialize)
+        # Once for the five plain connections, once for each compressed one.
+        assert len(built) == 1 + len(deflate), built
+        for client in plain + deflate:
+            assert await _config_envelopes(client, 1) == [envelope]
+
+
+async def test_no_frame_lands_between_the_fragments_of_another_message(ahp_host):
+    async with ahp_host(no_plugins=True) as running:
+        client = await running.connect("reader", compression=None)
+        await client.initialize()
+        # The host's side of that client's connection.
+        (host_side,) = [c for c in running.host.engine_or_fail.clients if c.client_id == "reader"]
+        wire = host_side.peer.wire
+        assert isinstance(wire, WebSocketWire)
+        first_sent, go_on = asyncio.Event(), asyncio.Event()
+
+        async def fragments() -> AsyncIterator[str]:
+            yield '{"jsonrpc":"2.0","method":"x/fragmented",'
+            first_sent.set()
+            await go_on.wait()
+            yield '"params":{"whole":true}}'
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wire.connection.send, fragments())
+            await first_sent.wait()
+            # Mid-message: the frame is refused, not written into the middle of it.
+            assert WebSocketWire.write_many([wire], '{"jsonrpc":"2.0","method":"x/between"}') == [
+                wire
+            ]
+            with pytest.raises(ConnectionError):
+                wire.write_now('{"jsonrpc":"2.0","method":"x/between"}')
+            go_on.set()
+        client.validate = False  # the test's own method names are not the protocol's
+        frame = await client.recv_until(lambda f: f.get("method", "").startswith("x/"))
+        assert frame == {"jsonrpc": "2.0", "method": "x/fragmented", "params": {"whole": True}}
+        # Once the message is whole, frames go out again.
+        assert WebSocketWire.write_many([wire], '{"jsonrpc":"2.0","method":"x/after"}') == []
+        after = await client.recv_until(lambda f: f.get("method", "").startswith("x/"))
+        assert after == {"jsonrpc": "2.0", "method": "x/after"}
