@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import statistics
@@ -45,6 +46,9 @@ from ahpcore.protocol.uris import default_chat_uri  # noqa: E402
 
 BARE = Path(__file__).with_name("_bare.py")
 TICKS = os.sysconf("SC_CLK_TCK")
+#: A command both servers run under, e.g. ``valgrind --tool=callgrind`` to count
+#: their instructions, which a change in the machine's speed does not move.
+SERVER_PREFIX = shlex.split(os.environ.get("AHP_BENCH_SERVER_PREFIX", ""))
 VERSIONS = ["1.0.0"]
 
 
@@ -91,7 +95,8 @@ class Server:
         if self.process.poll() is None:
             self.process.terminate()
             try:
-                self.process.wait(10)
+                # Under a SERVER_PREFIX such as valgrind, exiting takes far longer.
+                self.process.wait(300 if SERVER_PREFIX else 10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
@@ -119,7 +124,11 @@ def start_host(state_dir: Path, *extra: str, budget: bool = True) -> Server:
     if not budget:
         env["AHP_INBOUND_FRAMES"] = "0"
     process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env
+        [*SERVER_PREFIX, *command],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env=env,
     )
     return Server("host", process, port, started)
 
@@ -128,7 +137,7 @@ def start_bare(*extra: str) -> Server:
     port = free_port()
     started = now()
     process = subprocess.Popen(
-        [sys.executable, str(BARE), "--port", str(port), *extra],
+        [*SERVER_PREFIX, sys.executable, str(BARE), "--port", str(port), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
