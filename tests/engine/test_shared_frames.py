@@ -33,12 +33,18 @@ async def _config_envelopes(client: Any, count: int) -> list[dict[str, Any]]:
     return envelopes
 
 
+async def _watchers(running: Any, plain: int, deflate: int) -> tuple[list[Any], list[Any]]:
+    """``plain`` clients without deflate and ``deflate`` with it, each watching the root."""
+    plain_clients = [await running.connect(f"plain{i}", compression=None) for i in range(plain)]
+    deflate_clients = [await running.connect(f"deflate{i}") for i in range(deflate)]
+    for client in plain_clients + deflate_clients:
+        await client.initialize()
+    return plain_clients, deflate_clients
+
+
 async def test_plain_and_deflate_watchers_each_get_every_frame_whole_and_in_order(ahp_host):
     async with ahp_host(no_plugins=True) as running:
-        plain = [await running.connect(f"plain{i}", compression=None) for i in range(3)]
-        deflate = [await running.connect(f"deflate{i}") for i in range(3)]
-        for client in plain + deflate:
-            await client.initialize()
+        plain, deflate = await _watchers(running, 3, 3)
         engine = running.host.engine_or_fail
         sent = [engine.apply(ROOT_CHANNEL, _config_change(i)) for i in range(ACTIONS)]
         assert all(envelope is not None for envelope in sent)
@@ -56,10 +62,7 @@ async def test_the_frame_is_built_once_for_every_watcher_without_deflate(ahp_hos
         return serialize(self, **kwargs)
 
     async with ahp_host(no_plugins=True) as running:
-        plain = [await running.connect(f"plain{i}", compression=None) for i in range(5)]
-        deflate = [await running.connect(f"deflate{i}") for i in range(2)]
-        for client in plain + deflate:
-            await client.initialize()
+        plain, deflate = await _watchers(running, 5, 2)
         engine = running.host.engine_or_fail
         monkeypatch.setattr(Frame, "serialize", counting)
         envelope = engine.apply(ROOT_CHANNEL, _config_change(1))
