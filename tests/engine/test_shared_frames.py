@@ -1,6 +1,7 @@
 """One frame to many watchers: built once for every connection without deflate, each
 compressed connection framed on its own, and never a frame between another message's
-fragments."""
+fragments. A burst of frames reaches a plain connection in few socket writes, in order
+with everything else written to it."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 
 import anyio
 import pytest
+from websockets.exceptions import ConnectionClosed
 from websockets.frames import Frame
 
 from ahpcore.protocol.uris import ROOT_CHANNEL
-from ahpcore.transports.websocket import WebSocketWire
+from ahpcore.transports.websocket import COALESCE_BYTES, WebSocketWire
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +108,66 @@ async def test_no_frame_lands_between_the_fragments_of_another_message(ahp_host)
         assert WebSocketWire.write_many([wire], '{"jsonrpc":"2.0","method":"x/after"}') == []
         after = await client.recv_until(lambda f: f.get("method", "").startswith("x/"))
         assert after == {"jsonrpc": "2.0", "method": "x/after"}
+
+
+def _host_side(running: Any, client_id: str) -> WebSocketWire:
+    """The host's end of one client's connection."""
+    (client,) = [c for c in running.host.engine_or_fail.clients if c.client_id == client_id]
+    wire = client.peer.wire
+    assert isinstance(wire, WebSocketWire)
+    return wire
+
+
+def _count_socket_writes(wire: WebSocketWire, monkeypatch: Any) -> list[int]:
+    """The size of every write onto ``wire``'s socket transport (which still writes)."""
+    sizes: list[int] = []
+    transport = wire.connection.transport
+    write = transport.write
+
+    def counted(data: Any) -> None:
+        sizes.append(len(data))
+        write(data)
+
+    monkeypatch.setattr(transport, "write", counted)
+    return sizes
+
+
+async def test_a_burst_reaches_a_plain_watcher_in_few_writes_and_in_order(ahp_host, monkeypatch):
+    async with ahp_host(no_plugins=True) as running:
+        (client,), _ = await _watchers(running, 1, 0)
+        writes = _count_socket_writes(_host_side(running, "plain0"), monkeypatch)
+        burst = 200
+        sent = _apply_burst(running, burst)
+        assert await _config_envelopes(client, burst) == sent
+        # One write per COALESCE_BYTES held, and the rest at the end of the turn.
+        assert sum(writes) > 4 * COALESCE_BYTES
+        assert len(writes) <= sum(writes) // COALESCE_BYTES + 1, writes
+
+
+def _apply_burst(running: Any, count: int) -> list[dict[str, Any]]:
+    engine = running.host.engine_or_fail
+    sent = [engine.apply(ROOT_CHANNEL, _config_change(i)) for i in range(count)]
+    assert all(envelope is not None for envelope in sent)
+    return sent  # type: ignore[return-value]
+
+
+async def test_held_frames_go_out_before_an_answer_and_before_the_close(ahp_host):
+    async with ahp_host(no_plugins=True) as running:
+        (client,), _ = await _watchers(running, 1, 0)
+        wire = _host_side(running, "plain0")
+        before_answer = _apply_burst(running, 3)
+        # An answer written through websockets itself, in the same turn as the burst.
+        await wire.send('{"jsonrpc":"2.0","method":"x/answer"}')
+        before_close = _apply_burst(running, 2)
+        await wire.close()
+        client.validate = False  # the test's own method name is not the protocol's
+        client.conformance = False  # the host closed it mid-conversation on purpose
+        received = []
+        with pytest.raises(ConnectionClosed):
+            while True:
+                received.append(await client.recv())
+        assert received == [
+            *({"jsonrpc": "2.0", "method": "action", "params": e} for e in before_answer),
+            {"jsonrpc": "2.0", "method": "x/answer"},
+            *({"jsonrpc": "2.0", "method": "action", "params": e} for e in before_close),
+        ]
