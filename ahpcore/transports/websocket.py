@@ -50,28 +50,69 @@ ServeConnection = Callable[[Any, Callable[[], Awaitable[str | bytes | None]]], A
 COALESCE_BYTES = 32 * 1024
 
 
+class EndOfTurn:
+    """Writes the frames wires hold with one callback at the end of the loop's turn.
+
+    One callback for all of them, not one per wire: a frame to 200 watchers
+    would otherwise schedule 200 callbacks. ``turn`` counts the turns it ended,
+    so a wire can tell its first frame in a turn from the rest.
+    """
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self._scheduled = False
+        self._wires: list[WebSocketWire] = []
+
+    def schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self.flush_all)
+
+    def hold(self, wire: WebSocketWire) -> None:
+        self._wires.append(wire)
+        self.schedule(wire.connection.loop)
+
+    def flush_all(self) -> None:
+        self._scheduled = False
+        self.turn += 1
+        wires, self._wires = self._wires, []
+        for wire in wires:
+            wire.flush()
+
+
 class WebSocketWire:
     """One client connection.
 
-    Whole frames for a connection without deflate are held in ``_held`` and
-    written together at the end of the event loop's turn (or at
-    ``COALESCE_BYTES``): a burst of actions reaches each client in a few
-    socket writes instead of one per frame, which saves the host a system call
-    per frame and client and the client a wake-up for each. Everything else
-    written to the connection (answers through ``send``, fragments, the close)
-    writes what is held first, so frames keep their order.
+    The first frame in a turn of the event loop goes straight onto a
+    connection without deflate; any more in the same turn are held in
+    ``_held`` and written together at its end (or at ``COALESCE_BYTES``). A
+    burst of actions so reaches each client in a few socket writes instead of
+    one per frame, which saves the host a system call per frame and client and
+    the client a wake-up for each, and a lone frame waits for nothing.
+    Everything else written to the connection (answers through ``send``,
+    fragments, the close) writes what is held first, so frames keep their
+    order.
     """
 
-    def __init__(self, connection: ServerConnection) -> None:
+    def __init__(self, connection: ServerConnection, end_of_turn: EndOfTurn | None = None) -> None:
         self.connection = connection
         address = connection.remote_address
         self.label = f"ws {address[0]}:{address[1]}" if address else "ws unix socket"
         self._held: list[bytes] = []
         self._held_bytes = 0
+        self._end_of_turn = end_of_turn or EndOfTurn()
+        #: The last turn this wire wrote a frame in.
+        self._turn = -1
 
     def _hold(self, frame: bytes) -> None:
+        end_of_turn = self._end_of_turn
+        if self._turn != end_of_turn.turn:
+            self._turn = end_of_turn.turn
+            end_of_turn.schedule(self.connection.loop)  # so the next turn is told apart
+            self._write(frame)
+            return
         if not self._held:
-            self.connection.loop.call_soon(self.flush)
+            end_of_turn.hold(self)
         self._held.append(frame)
         self._held_bytes += len(frame)
         if self._held_bytes >= COALESCE_BYTES:
@@ -84,6 +125,9 @@ class WebSocketWire:
         data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
         self._held.clear()
         self._held_bytes = 0
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
         if self.connection.protocol.state is not OPEN:
             return  # a close frame went out already: nothing may follow it
         try:
@@ -143,8 +187,6 @@ class WebSocketWire:
                 except ExceptionGroup:
                     failed.append(wire)
                 continue
-            if protocol.state is not OPEN:
-                continue  # closing: as broadcast does, nothing more is written to it
             if frame is None:
                 frame = Frame(Opcode.TEXT, data).serialize(mask=False)
             wire._hold(frame)
@@ -375,6 +417,8 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
 
 
 def _handler(serve_connection: ServeConnection) -> Callable[[ServerConnection], Awaitable[None]]:
+    end_of_turn = EndOfTurn()  # shared by the server's connections
+
     async def handle(connection: ServerConnection) -> None:
         async def frames() -> str | bytes | None:
             try:
@@ -388,7 +432,7 @@ def _handler(serve_connection: ServeConnection) -> Callable[[ServerConnection], 
                     )
                 return None
 
-        await serve_connection(WebSocketWire(connection), frames)
+        await serve_connection(WebSocketWire(connection, end_of_turn), frames)
 
     return handle
 
