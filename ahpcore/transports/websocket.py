@@ -83,15 +83,15 @@ class EndOfTurn:
 class WebSocketWire:
     """One client connection.
 
-    The first frame in a turn of the event loop goes straight onto a
-    connection without deflate; any more in the same turn are held in
+    The first frame in a turn of the event loop goes straight onto the
+    connection; any more in the same turn are held in
     ``_held`` and written together at its end (or at ``COALESCE_BYTES``). A
     burst of actions so reaches each client in a few socket writes instead of
     one per frame, which saves the host a system call per frame and client and
     the client a wake-up for each, and a lone frame waits for nothing.
     Everything else written to the connection (answers through ``send``,
     fragments, the close) writes what is held first, so frames keep their
-    order.
+    order (with deflate, the order they were compressed in).
     """
 
     def __init__(self, connection: ServerConnection, end_of_turn: EndOfTurn | None = None) -> None:
@@ -169,9 +169,9 @@ class WebSocketWire:
 
         A connection without extensions (no permessage-deflate) takes the same
         bytes as every other such connection: the frame is built once and held
-        for each connection's next write (see ``WebSocketWire``). The rest (each
-        compresses with its own context, or is midway through a fragmented
-        message) go through ``broadcast``.
+        for each connection's next write (see ``WebSocketWire``); one with
+        deflate compresses it with its own context and holds that. One midway
+        through a fragmented message goes through ``broadcast``, which refuses it.
         """
         data = text.encode()
         frame: bytes | None = None
@@ -179,13 +179,26 @@ class WebSocketWire:
         for wire in wires:
             connection = wire.connection
             protocol = connection.protocol
-            if protocol.extensions or protocol.debug or not _sending_whole(connection):
+            if protocol.debug or not _sending_whole(connection):
                 # Framed for this connection alone, so a refusal names it.
                 wire.flush()
                 try:
                     broadcast([connection], data, text=True, raise_exceptions=True)
                 except ExceptionGroup:
                     failed.append(wire)
+                continue
+            if protocol.extensions:
+                # Compressed with this connection's own context now, so its frames
+                # must reach the wire in this order: they are held like any other.
+                if protocol.state is not OPEN:
+                    continue
+                try:
+                    protocol.send_text(data)
+                except Exception:
+                    failed.append(wire)
+                    continue
+                for chunk in protocol.data_to_send():
+                    wire._hold(chunk)
                 continue
             if frame is None:
                 frame = Frame(Opcode.TEXT, data).serialize(mask=False)
