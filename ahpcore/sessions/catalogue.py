@@ -156,6 +156,10 @@ class CatalogueIndex:
         self._listed: dict[str, dict[str, CatalogueRow]] = {}
         #: The last whole listing (providers, rows, summaries), until the index changes.
         self._full: tuple[list[str], list[Any], list[dict[str, Any]]] | None = None
+        #: Session id -> the newest write of its host half not made yet. Worker threads
+        #: take the lock in any order, so each makes whichever write is newest when it
+        #: runs and the ones after find nothing left: an older record never lands last.
+        self._host_writes: dict[str, Any] = {}
 
     # -- SQLite, in a worker thread --------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -225,7 +229,7 @@ class CatalogueIndex:
                 [(chat, session_id) for chat in chats],
             )
 
-        await self._do(work)
+        await self._write_host(session_id, work)
 
     async def forget(self, session_id: str) -> None:
         def work(db: sqlite3.Connection) -> None:
@@ -234,7 +238,18 @@ class CatalogueIndex:
             for rows in self._listed.values():
                 rows.pop(session_id, None)
 
-        await self._do(work)
+        await self._write_host(session_id, work)
+
+    async def _write_host(self, session_id: str, work: Any) -> None:
+        """Returns once this write, or a newer one of the same session, is committed."""
+        self._host_writes[session_id] = work
+
+        def newest(db: sqlite3.Connection) -> None:
+            write = self._host_writes.pop(session_id, None)
+            if write is not None:
+                write(db)
+
+        await self._do(newest)
 
     # -- what backends list ----------------------------------------------------------
     async def refresh(self, backend: Backend) -> None:

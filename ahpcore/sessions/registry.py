@@ -38,6 +38,10 @@ ARTIFACT_KEYS = ("changesets", "canvases")
 DRAFT_SAVE_DELAY = 0.5
 
 
+#: How long a save waits for the catalogue index once the store holds the record.
+INDEX_WAIT = 10.0
+
+
 class SessionRegistry:
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -50,6 +54,10 @@ class SessionRegistry:
         self.draft_save_delay = DRAFT_SAVE_DELAY
         #: Awaited after every save (the catalogue index keeps its row in step).
         self.on_saved: Callable[[LiveSession, dict[str, Any]], Awaitable[None]] | None = None
+        #: Session id -> the newest record written and not yet passed to ``on_saved``.
+        #: Saves in flight together may finish in any order; whichever finishes
+        #: first passes on the newest, so an older record never reaches the index last.
+        self._unindexed: dict[str, dict[str, Any]] = {}
 
     # -- the hub a runner sees ---------------------------------------------------
     def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
@@ -210,10 +218,23 @@ class SessionRegistry:
         ``title``: a title about to be applied, saved before anyone is told of it.
         """
         record = self.record_of(session, title=title)
-        if self.store is not None:
-            await self.store.put(session.id, record)
-        if self.on_saved is not None:
-            await self.on_saved(session, record)
+        self._unindexed[session.id] = record
+        try:
+            if self.store is not None:
+                await self.store.put(session.id, record)
+        except anyio.get_cancelled_exc_class():
+            # The store finishes a write in its own shield, even for a caller
+            # cancelled meanwhile (a stopping host): the index follows it.
+            await self._index_newest(session)
+            raise
+        await self._index_newest(session)
+
+    async def _index_newest(self, session: LiveSession) -> None:
+        newest = self._unindexed.pop(session.id, None)
+        if newest is not None and self.on_saved is not None:
+            # Shielded: cut off halfway, a restart would list an older row than the store's.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(INDEX_WAIT):
+                await self.on_saved(session, newest)
 
     def save_soon(self, session: LiveSession, *, within: float = 0.0) -> None:
         """Save the session's record in the background, within ``within`` seconds.
@@ -328,6 +349,7 @@ class SessionRegistry:
             self.engine.remove_channel(chat.uri)
         self.engine.remove_channel(session.uri)
         self.sessions.pop(session.id, None)
+        self._unindexed.pop(session.id, None)  # a save still in flight leaves no row behind
 
     def restore_chat(self, session: LiveSession, stored: dict[str, Any]) -> LiveChat | None:
         """A chat the store says the session had, back under its URI and backend id."""

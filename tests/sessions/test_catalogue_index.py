@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from ahpcore.sessions.contract import (
 )
 from ahpcore.testing import running_host
 from ahpcore.transports.websocket import PART_CHARS
+from tests.sessions.conftest import SID, open_session
 
 pytestmark = pytest.mark.anyio
 
@@ -392,3 +394,91 @@ async def test_a_client_gone_while_its_large_answer_goes_out_leaves_the_others_s
             await other.request("ping", {})
             everything = await other.request("listSessions", {})
         assert len(everything["items"]) == SESSIONS
+
+
+async def host_row(index: CatalogueIndex, session_id: str) -> dict[str, Any] | None:
+    rows = await index._do(
+        lambda db: db.execute(
+            "SELECT host_row FROM catalogue WHERE id = ?", (session_id,)
+        ).fetchall()
+    )
+    return json.loads(rows[0][0]) if rows and rows[0][0] else None
+
+
+async def test_saves_of_one_session_in_flight_together_leave_the_newest(tmp_path: Path) -> None:
+    # Each save runs in a worker thread; threads may take the index's lock in any
+    # order, so without care an older record lands after a newer one.
+    index = CatalogueIndex(tmp_path / "index.sqlite")
+    try:
+        for attempt in range(5):
+            async with anyio.create_task_group() as tg:
+                for n in range(30):
+                    record = {"uri": "t:/s", "title": f"{attempt}-{n}", "modifiedAt": "x"}
+                    tg.start_soon(index.saved, "s", "t", record)
+            assert (await host_row(index, "s"))["title"] == f"{attempt}-29"
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(index.saved, "s", "t", {"uri": "t:/s", "title": "late"})
+            tg.start_soon(index.forget, "s")
+        assert await host_row(index, "s") is None
+    finally:
+        index.close()
+
+
+async def test_the_index_keeps_the_newest_save_whichever_finishes_first(
+    session_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client)
+        registry, index = running.host.sessions.registry, running.host.sessions.index
+        live = registry.sessions[SID.format(1)]
+        store, put, release = (
+            running.host.session_store,
+            running.host.session_store.put,
+            anyio.Event(),
+        )
+        held: list[str | None] = []
+
+        async def first_put_held(session_id: str, record: dict[str, Any]) -> None:
+            if not held:
+                held.append(record.get("title"))
+                await release.wait()
+            await put(session_id, record)
+
+        monkeypatch.setattr(store, "put", first_put_held)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.save, live)
+            with anyio.fail_after(5):
+                while not held:
+                    await anyio.sleep(0.01)
+            await registry.save(live, title="Newer")
+            release.set()
+        assert held == [""]  # the older record finished last
+        assert (await host_row(index, SID.format(1)))["title"] == "Newer"
+
+
+async def test_a_save_cut_off_while_indexing_still_reaches_the_index(
+    session_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client)
+        registry, index = running.host.sessions.registry, running.host.sessions.index
+        saved, indexing = index.saved, anyio.Event()
+
+        async def slow_saved(*args: Any) -> None:
+            indexing.set()
+            await anyio.sleep(0.2)
+            await saved(*args)
+
+        monkeypatch.setattr(index, "saved", slow_saved)
+        with anyio.move_on_after(5) as waited:
+            async with anyio.create_task_group() as tg:
+                live = registry.sessions[SID.format(1)]
+                tg.start_soon(partial(registry.save, live, title="Stopping"))
+                await indexing.wait()
+                tg.cancel_scope.cancel()  # as a stopping host cancels its saves
+        assert not waited.cancelled_caught
+        assert (await host_row(index, SID.format(1)))["title"] == "Stopping"
