@@ -424,15 +424,20 @@ async def test_saves_of_one_session_in_flight_together_leave_the_newest(tmp_path
         index.close()
 
 
+async def one_session(running: Any) -> tuple[Any, CatalogueIndex, Any]:
+    """The host's registry, its catalogue index and one live session in it."""
+    client = await running.connect()
+    await client.initialize()
+    await open_session(client)
+    registry = running.host.sessions.registry
+    return registry, running.host.sessions.index, registry.sessions[SID.format(1)]
+
+
 async def test_the_index_keeps_the_newest_save_whichever_finishes_first(
     session_host: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with session_host() as (running, _):
-        client = await running.connect()
-        await client.initialize()
-        await open_session(client)
-        registry, index = running.host.sessions.registry, running.host.sessions.index
-        live = registry.sessions[SID.format(1)]
+        registry, index, live = await one_session(running)
         store, put, release = (
             running.host.session_store,
             running.host.session_store.put,
@@ -462,10 +467,7 @@ async def test_a_save_cut_off_while_indexing_still_reaches_the_index(
     session_host: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with session_host() as (running, _):
-        client = await running.connect()
-        await client.initialize()
-        await open_session(client)
-        registry, index = running.host.sessions.registry, running.host.sessions.index
+        registry, index, live = await one_session(running)
         saved, indexing = index.saved, anyio.Event()
 
         async def slow_saved(*args: Any) -> None:
@@ -476,7 +478,6 @@ async def test_a_save_cut_off_while_indexing_still_reaches_the_index(
         monkeypatch.setattr(index, "saved", slow_saved)
         with anyio.move_on_after(5) as waited:
             async with anyio.create_task_group() as tg:
-                live = registry.sessions[SID.format(1)]
                 tg.start_soon(partial(registry.save, live, title="Stopping"))
                 await indexing.wait()
                 tg.cancel_scope.cancel()  # as a stopping host cancels its saves
