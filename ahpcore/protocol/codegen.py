@@ -319,6 +319,8 @@ def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
         header
         + '"""Request params as plain dicts, for ahpcore.protocol.shapes."""\n\n'
         + "from typing import Any\n\n"
+        + "#: A schema number, as the shapes spell it once widened to int | float.\n"
+        + f"NUMBER: list[str] = {NUMBER!r}\n\n"
         + "ROOTS: tuple[str, ...] = "
         + pprint.pformat(roots, width=88)
         + "\n\nSHAPES: dict[str, Any] = "

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ahpcore.protocol._generated.shapes import ROOTS, SHAPES
+from ahpcore.protocol._generated.shapes import NUMBER, ROOTS, SHAPES
 
 #: A problem: where (keys and list indexes, as pydantic's ``loc``) and what.
 Problem = tuple[tuple[str | int, ...], str]
-
-#: Every schema "number", widened to int | float by the generator.
-NUMBER = ["integer", "number"]
 
 
 class Undecided(Exception):

@@ -4,6 +4,9 @@
 
 from typing import Any
 
+#: A schema number, as the shapes spell it once widened to int | float.
+NUMBER: list[str] = ['integer', 'number']
+
 ROOTS: tuple[str, ...] = ('InitializeParams',
  'PingParams',
  'ReconnectParams',
