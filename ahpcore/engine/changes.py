@@ -391,16 +391,20 @@ class ChangesetService:
                 continue
             for action in choose_actions(list(channel.state.get("files") or []), files):
                 self._apply(channel, action)
-            # A failure stays on its operation until it is pressed again.
-            failed = {
+            # A failure stays on its operation until it is pressed again, and one
+            # running stays running until it ends: a re-read meanwhile (the
+            # operation's own writes wake the watcher) must not show it idle.
+            held = {
                 op.get("id"): op
                 for op in channel.state.get("operations") or ()
-                if op.get("status") == "error"
+                if op.get("status") in ("error", "running")
             }
             for op in operations:
-                if op.get("id") in failed and op.get("status") == "idle":
-                    op["status"] = "error"
-                    op["error"] = failed[op["id"]].get("error")
+                prior = held.get(op.get("id"))
+                if prior is not None and op.get("status") == "idle":
+                    op["status"] = prior["status"]
+                    if prior.get("error") is not None:
+                        op["error"] = prior["error"]
             if operations != (channel.state.get("operations") or []):
                 self._apply(
                     channel, {"type": "changeset/operationsChanged", "operations": operations}
@@ -564,6 +568,18 @@ class ChangesetService:
             # One operation at a time per folder: git's index takes one writer.
             async with self._locks.setdefault(directory, anyio.Lock()):
                 result = dict(await self.port.invoke(directory, scope, params, context))
+        except anyio.get_cancelled_exc_class():
+            # Its caller is gone (or the host stops): it is no longer running, and a
+            # re-read keeps a running status, so it must be ended here.
+            self._apply(
+                channel,
+                {
+                    "type": "changeset/operationStatusChanged",
+                    "operationId": op_id,
+                    "status": "idle",
+                },
+            )
+            raise
         except ProtocolError as error:
             info = {"errorType": "refused", "message": error.message}
             self._apply(

@@ -5,8 +5,11 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+import anyio
 import pytest
 from git_harness import SESSION, Repo, by_id, open_session, subscribe
+
+from ahpcore.engine.changesets import directory_of
 
 pytestmark = pytest.mark.anyio
 
@@ -219,3 +222,88 @@ async def test_commit_one_staged_deletion(git_host, repo: Repo) -> None:
         assert repo.git("show", "--name-status", "--format=", "HEAD").split() == [b"D", b"gone.txt"]
         rows = by_id(await subscribe(client, "uncommitted"))
         assert set(rows) == {repo.uri("stays.txt")}
+
+
+def hold_operations(service: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    """Make the git port wait before each operation: (started, release) events."""
+    port_invoke, started, release = service.port.invoke, anyio.Event(), anyio.Event()
+
+    async def held_invoke(*args: Any) -> Any:
+        started.set()
+        await release.wait()
+        return await port_invoke(*args)
+
+    monkeypatch.setattr(service.port, "invoke", held_invoke)
+    return started, release
+
+
+def status_of(engine: Any, op_id: str) -> str:
+    ops = engine.channels[UNCOMMITTED].state["operations"]
+    return next(str(op["status"]) for op in ops if op["id"] == op_id)
+
+
+def a_change_to_stage(repo: Repo) -> None:
+    repo.write("a.txt", "1\n")
+    repo.commit()
+    repo.write("a.txt", "2\n")
+
+
+async def test_an_operation_stays_running_through_a_re_read_while_it_runs(
+    git_host, repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_change_to_stage(repo)
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        await open_session(client, repo)
+        await subscribe(client, "uncommitted")
+        service, engine = running.host.changesets, running.host.engine_or_fail
+        started, release = hold_operations(service, monkeypatch)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(invoke, client, "stage", repo.uri("a.txt"))
+            with anyio.fail_after(10):
+                await started.wait()
+            # A change seen while the operation runs, as its own writes would wake it.
+            repo.write("b.txt", "new\n")
+            await service.refresh(directory_of(engine.channels[SESSION].state))
+            assert status_of(engine, "stage") == "running"
+            release.set()
+        assert status_of(engine, "stage") == "idle"
+        assert b"a.txt" in staged(repo)
+
+
+async def test_an_operation_whose_client_leaves_is_no_longer_running(
+    git_host, repo: Repo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a_change_to_stage(repo)
+    async with git_host() as (running, _):
+        watcher = await running.connect()
+        await watcher.initialize()
+        await open_session(watcher, repo)
+        await subscribe(watcher, "uncommitted")
+        leaver = await running.connect()
+        await leaver.initialize()
+        await subscribe(leaver, "uncommitted")
+        service, engine = running.host.changesets, running.host.engine_or_fail
+        started, _ = hold_operations(service, monkeypatch)
+        await leaver.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 99,
+                "method": "invokeChangesetOperation",
+                "params": {"channel": UNCOMMITTED, "operationId": "stage"},
+            }
+        )
+        with anyio.fail_after(10):
+            await started.wait()
+        assert status_of(engine, "stage") == "running"
+        await leaver.close()
+        frame = await watcher.recv_until(
+            lambda f: (
+                f.get("method") == "action"
+                and f["params"]["action"]["type"] == "changeset/operationStatusChanged"
+                and f["params"]["action"]["status"] == "idle"
+            )
+        )
+        assert frame["params"]["action"]["operationId"] == "stage"
+        assert status_of(engine, "stage") == "idle"
