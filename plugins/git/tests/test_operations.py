@@ -242,6 +242,16 @@ def status_of(engine: Any, op_id: str) -> str:
     return next(str(op["status"]) for op in ops if op["id"] == op_id)
 
 
+async def uncommitted_watcher(running: Any, repo: Repo, *, opens: bool = True) -> Any:
+    """A client subscribed to the uncommitted changeset (opening the session first)."""
+    client = await running.connect()
+    await client.initialize()
+    if opens:
+        await open_session(client, repo)
+    await subscribe(client, "uncommitted")
+    return client
+
+
 def a_change_to_stage(repo: Repo) -> None:
     repo.write("a.txt", "1\n")
     repo.commit()
@@ -253,10 +263,7 @@ async def test_an_operation_stays_running_through_a_re_read_while_it_runs(
 ) -> None:
     a_change_to_stage(repo)
     async with git_host() as (running, _):
-        client = await running.connect()
-        await client.initialize()
-        await open_session(client, repo)
-        await subscribe(client, "uncommitted")
+        client = await uncommitted_watcher(running, repo)
         service, engine = running.host.changesets, running.host.engine_or_fail
         started, release = hold_operations(service, monkeypatch)
         async with anyio.create_task_group() as tg:
@@ -277,13 +284,8 @@ async def test_an_operation_whose_client_leaves_is_no_longer_running(
 ) -> None:
     a_change_to_stage(repo)
     async with git_host() as (running, _):
-        watcher = await running.connect()
-        await watcher.initialize()
-        await open_session(watcher, repo)
-        await subscribe(watcher, "uncommitted")
-        leaver = await running.connect()
-        await leaver.initialize()
-        await subscribe(leaver, "uncommitted")
+        watcher = await uncommitted_watcher(running, repo)
+        leaver = await uncommitted_watcher(running, repo, opens=False)
         service, engine = running.host.changesets, running.host.engine_or_fail
         started, _ = hold_operations(service, monkeypatch)
         await leaver.send(
