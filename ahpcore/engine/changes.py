@@ -560,10 +560,18 @@ class ChangesetService:
                 + (", ".join(sorted(map(str, offered))) or "none"),
             )
         context = self._context(session)
-        self._apply(
-            channel,
-            {"type": "changeset/operationStatusChanged", "operationId": op_id, "status": "running"},
-        )
+
+        def status(value: str, error: dict[str, str] | None = None) -> None:
+            action: dict[str, Any] = {
+                "type": "changeset/operationStatusChanged",
+                "operationId": op_id,
+                "status": value,
+            }
+            if error is not None:
+                action["error"] = error
+            self._apply(channel, action)
+
+        status("running")
         try:
             # One operation at a time per folder: git's index takes one writer.
             async with self._locks.setdefault(directory, anyio.Lock()):
@@ -571,45 +579,17 @@ class ChangesetService:
         except anyio.get_cancelled_exc_class():
             # Its caller is gone (or the host stops): it is no longer running, and a
             # re-read keeps a running status, so it must be ended here.
-            self._apply(
-                channel,
-                {
-                    "type": "changeset/operationStatusChanged",
-                    "operationId": op_id,
-                    "status": "idle",
-                },
-            )
+            status("idle")
             raise
         except ProtocolError as error:
-            info = {"errorType": "refused", "message": error.message}
-            self._apply(
-                channel,
-                {
-                    "type": "changeset/operationStatusChanged",
-                    "operationId": op_id,
-                    "status": "error",
-                    "error": info,
-                },
-            )
+            status("error", {"errorType": "refused", "message": error.message})
             await self.refresh(directory)
             raise
         except Exception as exc:
             log.exception("operation %s on %s failed", op_id, channel.uri)
-            info = {"errorType": type(exc).__name__, "message": str(exc)}
-            self._apply(
-                channel,
-                {
-                    "type": "changeset/operationStatusChanged",
-                    "operationId": op_id,
-                    "status": "error",
-                    "error": info,
-                },
-            )
+            status("error", {"errorType": type(exc).__name__, "message": str(exc)})
             raise ProtocolError(-32603, f"{op_id} failed: {exc}") from None
-        self._apply(
-            channel,
-            {"type": "changeset/operationStatusChanged", "operationId": op_id, "status": "idle"},
-        )
+        status("idle")
         await self.refresh(directory, announce=True)
         return result
 

@@ -19,7 +19,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ class CatalogueIndex:
         #: Session id -> the newest write of its host half not made yet. Worker threads
         #: take the lock in any order, so each makes whichever write is newest when it
         #: runs and the ones after find nothing left: an older record never lands last.
-        self._host_writes: dict[str, Any] = {}
+        self._host_writes: dict[str, Callable[[sqlite3.Connection], None]] = {}
 
     # -- SQLite, in a worker thread --------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -240,7 +240,9 @@ class CatalogueIndex:
 
         await self._write_host(session_id, work)
 
-    async def _write_host(self, session_id: str, work: Any) -> None:
+    async def _write_host(
+        self, session_id: str, work: Callable[[sqlite3.Connection], None]
+    ) -> None:
         """Returns once this write, or a newer one of the same session, is committed."""
         self._host_writes[session_id] = work
 

@@ -224,8 +224,11 @@ async def test_commit_one_staged_deletion(git_host, repo: Repo) -> None:
         assert set(rows) == {repo.uri("stays.txt")}
 
 
-def hold_operations(service: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
-    """Make the git port wait before each operation: (started, release) events."""
+def hold_operations(running: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, Any, Any]:
+    """Make the git port wait before each operation.
+
+    Returns the changeset service, the engine, and the (started, release) events."""
+    service = running.host.changesets
     port_invoke, started, release = service.port.invoke, anyio.Event(), anyio.Event()
 
     async def held_invoke(*args: Any) -> Any:
@@ -234,7 +237,7 @@ def hold_operations(service: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[Any,
         return await port_invoke(*args)
 
     monkeypatch.setattr(service.port, "invoke", held_invoke)
-    return started, release
+    return service, running.host.engine_or_fail, started, release
 
 
 def status_of(engine: Any, op_id: str) -> str:
@@ -264,8 +267,7 @@ async def test_an_operation_stays_running_through_a_re_read_while_it_runs(
     a_change_to_stage(repo)
     async with git_host() as (running, _):
         client = await uncommitted_watcher(running, repo)
-        service, engine = running.host.changesets, running.host.engine_or_fail
-        started, release = hold_operations(service, monkeypatch)
+        service, engine, started, release = hold_operations(running, monkeypatch)
         async with anyio.create_task_group() as tg:
             tg.start_soon(invoke, client, "stage", repo.uri("a.txt"))
             with anyio.fail_after(10):
@@ -286,8 +288,7 @@ async def test_an_operation_whose_client_leaves_is_no_longer_running(
     async with git_host() as (running, _):
         watcher = await uncommitted_watcher(running, repo)
         leaver = await uncommitted_watcher(running, repo, opens=False)
-        service, engine = running.host.changesets, running.host.engine_or_fail
-        started, _ = hold_operations(service, monkeypatch)
+        _, engine, started, _ = hold_operations(running, monkeypatch)
         await leaver.send(
             {
                 "jsonrpc": "2.0",
