@@ -339,5 +339,10 @@ class Host:
                     await flush()
                 except Exception:
                     log.exception("could not save every session before stopping")
+        if self.sessions is not None:
+            try:
+                await self.sessions.close()
+            except Exception:
+                log.exception("could not close the session index cleanly")
         if store is not None and hasattr(store, "close"):
             store.close()

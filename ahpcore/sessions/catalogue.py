@@ -19,7 +19,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,9 @@ CREATE TABLE IF NOT EXISTS catalogue_chats (
 );
 CREATE TABLE IF NOT EXISTS catalogue_listed (
     provider TEXT PRIMARY KEY
+);
+CREATE TABLE IF NOT EXISTS catalogue_unsettled (
+    id TEXT PRIMARY KEY
 );
 """
 #: Summaries kept decoded between listings, at most (a cache: cleared when past it).
@@ -160,6 +163,8 @@ class CatalogueIndex:
         #: take the lock in any order, so each makes whichever write is newest when it
         #: runs and the ones after find nothing left: an older record never lands last.
         self._host_writes: dict[str, Callable[[sqlite3.Connection], None]] = {}
+        #: Sessions this run marked unsettled on disk (see ``unsettle``).
+        self._unsettled: set[str] = set()
 
     # -- SQLite, in a worker thread --------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -252,6 +257,66 @@ class CatalogueIndex:
                 write(db)
 
         await self._do(newest)
+
+    # -- a crash between the store's write and the index's ---------------------------
+    async def unsettle(self, session_id: str) -> None:
+        """Mark on disk that the store may hold a newer record of this session than the index.
+
+        Called before the store is written, so a host killed between the store's
+        commit and the index's leaves the mark, and ``recover`` at the next start
+        indexes the record the store kept. Marked once per session and run: a
+        clean stop clears the marks (``settle``).
+        """
+        if session_id in self._unsettled:
+            return
+        await self._do(
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO catalogue_unsettled (id) VALUES (?)", (session_id,)
+            )
+        )
+        self._unsettled.add(session_id)
+
+    async def settle(self, unsure: Collection[str] = ()) -> None:
+        """A clean stop: every session this run saved is indexed, but those in ``unsure``."""
+        done = [(session_id,) for session_id in self._unsettled if session_id not in unsure]
+        if not done:
+            return
+        await self._do(
+            lambda db: db.executemany("DELETE FROM catalogue_unsettled WHERE id = ?", done)
+        )
+        self._unsettled.difference_update(session_id for (session_id,) in done)
+
+    async def recover(
+        self, read: Callable[[str], Awaitable[Mapping[str, Any] | None]]
+    ) -> list[str]:
+        """Index again each session an earlier run left unsettled, from what ``read`` returns
+        (its record in the store, or None once disposed). Returns the sessions mended.
+
+        Run at start, before any save of this run: a record read here is then
+        the newest there is.
+        """
+        found = await self._do(
+            lambda db: db.execute("SELECT id FROM catalogue_unsettled").fetchall()
+        )
+        mended = []
+        for (session_id,) in found:
+            record = await read(session_id)
+            if record is None:
+                await self.forget(session_id)
+            else:
+                uri = record.get("uri")
+                provider = record.get("provider") or (
+                    uri.split(":", 1)[0] if isinstance(uri, str) else None
+                )
+                if not isinstance(provider, str):
+                    log.warning("session %s has no provider in its record: not indexed", session_id)
+                    continue
+                await self.saved(session_id, provider, record)
+            mended.append(session_id)
+        await self._do(
+            lambda db: db.executemany("DELETE FROM catalogue_unsettled WHERE id = ?", found)
+        )
+        return mended
 
     # -- what backends list ----------------------------------------------------------
     async def refresh(self, backend: Backend) -> None:

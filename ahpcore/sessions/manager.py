@@ -85,6 +85,9 @@ class SessionManager:
         #: Sessions whose record the index holds.
         self._indexed_ids: set[str] = set()
         registry.on_saved = self._indexed
+        registry.on_saving = lambda session: self._unsettle(session.id)
+        #: Set once what an unclean stop left unindexed is indexed (see ``_recovered``).
+        self._recovery: anyio.Event | None = None
         self.auth = Authenticator(self._protected_resources, host.spawn, self._signed_in)
         self.engine.on_disconnect(self.auth.disconnected)
         self._install()
@@ -213,6 +216,7 @@ class SessionManager:
 
     async def _reopen_holding(self, chat_uri: str) -> LiveSession | None:
         """The past session that had ``chat_uri`` among its chats (or a subagent chat of one)."""
+        await self._recovered()
         owner = await self.index.session_holding(chat_uri)
         if owner is None and "/subagent/" in chat_uri:
             owner = await self.index.session_holding(chat_uri.split("/subagent/", 1)[0])
@@ -229,6 +233,7 @@ class SessionManager:
 
     async def _find(self, session_id: str) -> tuple[Backend, CatalogueRow] | None:
         """One past session's backend and row: the index, then the backends' own lookup."""
+        await self._recovered()
         held = await self.index.get(session_id)
         if held is not None and held[0] in self.backends:
             provider, listed, _ = held
@@ -261,9 +266,49 @@ class SessionManager:
                 return backend, found
         return None
 
+    # -- the index across a crash ----------------------------------------------------
+    async def _recovered(self) -> None:
+        """Index what a host killed between saving and indexing left behind, once.
+
+        Awaited before the index is first read and before the first save writes
+        the store, so no record of this run is older than one read here. Lazy
+        rather than at start: the first of those opens the index anyway.
+        """
+        if self._recovery is not None:
+            await self._recovery.wait()
+            return
+        self._recovery = anyio.Event()
+        try:
+            if self.store is not None:
+                mended = await self.index.recover(self.store.get)
+                if mended:
+                    log.warning(
+                        "the session list was behind the store for %d session(s) after an "
+                        "unclean stop; indexed again",
+                        len(mended),
+                    )
+        except Exception:
+            log.exception("could not mend the session list after an unclean stop")
+        finally:
+            self._recovery.set()
+
+    async def _unsettle(self, session_id: str) -> None:
+        await self._recovered()
+        await self.index.unsettle(session_id)
+
+    async def close(self) -> None:
+        """At a stop, once every save has ended: clear what the index knows to be in step."""
+        try:
+            unsure = set(self.registry.unindexed_ids)
+            unsure.update(getattr(self.store, "dirty", ()))
+            await self.index.settle(unsure)
+        finally:
+            self.index.close()
+
     # -- listSessions --------------------------------------------------------------
     async def list_sessions(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         limit = page_limit(params.get("limit"))
+        await self._recovered()
         listing = [b for b in self.backends.values() if b.abilities.list_sessions]
         behind = []
         for backend in listing:
@@ -481,9 +526,13 @@ class SessionManager:
         else:
             log.info("the %s backend keeps its own copy of %s", backend.provider, session.uri)
         self.registry.forget(session)
+        unindexed = self.registry.unindexed_ids
+        unindexed.add(session.id)
         if self.store is not None:
+            await self._unsettle(session.id)
             await self.store.delete(session.id)
         await self.index.forget(session.id)
+        unindexed.discard(session.id)
         self._indexed_ids.discard(session.id)
         log.info("session %s disposed", session.uri)
         self.engine.notify_root("root/sessionRemoved", {"session": session.uri})

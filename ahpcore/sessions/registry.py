@@ -58,6 +58,10 @@ class SessionRegistry:
         #: Saves in flight together may finish in any order; whichever finishes
         #: first passes on the newest, so an older record never reaches the index last.
         self._unindexed: dict[str, dict[str, Any]] = {}
+        #: Awaited before the store is written (the index marks the session unsettled).
+        self.on_saving: Callable[[LiveSession], Awaitable[None]] | None = None
+        #: Sessions whose newest record may not have reached the index.
+        self.unindexed_ids: set[str] = set()
 
     # -- the hub a runner sees ---------------------------------------------------
     def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
@@ -219,6 +223,13 @@ class SessionRegistry:
         """
         record = self.record_of(session, title=title)
         self._unindexed[session.id] = record
+        self.unindexed_ids.add(session.id)
+        if self.on_saving is not None:
+            try:
+                await self.on_saving(session)
+            except Exception:
+                # The store is what counts: the record is still written.
+                log.exception("could not mark %s as being saved in the index", session.uri)
         try:
             if self.store is not None:
                 await self.store.put(session.id, record)
@@ -231,10 +242,18 @@ class SessionRegistry:
 
     async def _index_newest(self, session: LiveSession) -> None:
         newest = self._unindexed.pop(session.id, None)
-        if newest is not None and self.on_saved is not None:
-            # Shielded: cut off halfway, a restart would list an older row than the store's.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(INDEX_WAIT):
+        if newest is None or self.on_saved is None:
+            return
+        # Shielded: cut off halfway, a restart would list an older row than the store's.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(INDEX_WAIT):
+            try:
                 await self.on_saved(session, newest)
+            except Exception:
+                # The store holds the record; the index catches up at the next save or start.
+                log.exception("could not index the saved record of %s", session.uri)
+                return
+            if session.id not in self._unindexed:
+                self.unindexed_ids.discard(session.id)
 
     def save_soon(self, session: LiveSession, *, within: float = 0.0) -> None:
         """Save the session's record in the background, within ``within`` seconds.

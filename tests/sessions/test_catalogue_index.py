@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, closing
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -483,3 +486,114 @@ async def test_a_save_cut_off_while_indexing_still_reaches_the_index(
                 tg.cancel_scope.cancel()  # as a stopping host cancels its saves
         assert not waited.cancelled_caught
         assert (await host_row(index, SID.format(1)))["title"] == "Stopping"
+
+
+def stored_title(state: Path, session_id: str) -> str | None:
+    with closing(sqlite3.connect(state / "sessions.sqlite3")) as db:
+        found = db.execute("SELECT record FROM sessions WHERE id = ?", (session_id,)).fetchall()
+    return json.loads(found[0][0])["title"] if found else None
+
+
+@asynccontextmanager
+async def crash_image_between_store_and_index(
+    running: Any, state: Path, stored: Callable[[], bool]
+) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """Hold the catalogue index's lock; the body starts a save and is handed ``image()``,
+    which waits until ``stored()`` (the store committed) and copies the state folder's
+    SQLite files as a host killed at that instant leaves them. Once the block ends
+    the index is let go and the host goes on as usual."""
+    index = running.host.sessions.index
+    await anyio.to_thread.run_sync(index._lock.acquire)
+    image = state.parent / "crash-image"
+
+    async def take() -> None:
+        with anyio.fail_after(10):
+            while not stored():
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.05)  # the index write is queued behind the lock meanwhile
+        image.mkdir()
+        for file in state.glob("sessions.sqlite3*"):
+            shutil.copy2(file, image / file.name)
+
+    try:
+        yield take
+    finally:
+        index._lock.release()
+
+
+def restore_image(state: Path) -> None:
+    for file in state.glob("sessions.sqlite3*"):
+        file.unlink()
+    for file in (state.parent / "crash-image").iterdir():
+        shutil.copy2(file, state / file.name)
+
+
+async def test_a_host_killed_between_the_store_and_the_index_lists_what_the_store_kept(
+    session_host: Any, tmp_path: Path
+) -> None:
+    state, sid = tmp_path / "state", SID.format(1)
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        session, _ = await open_session(client)
+        await client.dispatch(session, {"type": "session/titleChanged", "title": "Before"})
+        await client.sync()
+        async with crash_image_between_store_and_index(
+            running, state, lambda: stored_title(state, sid) == "After"
+        ) as image:
+            await client.dispatch(session, {"type": "session/titleChanged", "title": "After"})
+            await image()
+    restore_image(state)
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        (row,) = (await client.request("listSessions"))["items"]
+        assert row["resource"] == session and row["title"] == "After"
+    async with session_host() as (running, _):  # mended once; a clean stop leaves no mark
+        assert await running.host.sessions.index.recover(running.host.session_store.get) == []
+
+
+async def test_a_session_disposed_just_before_a_kill_is_not_listed_again(
+    session_host: Any, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        kept, _ = await open_session(client, 1)
+        gone, _ = await open_session(client, 2)
+        async with (
+            anyio.create_task_group() as tg,
+            crash_image_between_store_and_index(
+                running, state, lambda: stored_title(state, SID.format(2)) is None
+            ) as image,
+        ):
+            tg.start_soon(partial(client.request, "disposeSession", {"channel": gone}))
+            await image()
+    restore_image(state)
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        listed = [row["resource"] for row in (await client.request("listSessions"))["items"]]
+        assert listed == [kept]
+
+
+async def test_an_index_write_that_failed_is_mended_at_the_next_start(
+    session_host: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with session_host() as (running, _):
+        registry, index, live = await one_session(running)
+
+        async def failing(*args: Any) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(index, "saved", failing)
+            await registry.save(live, title="Kept anyway")  # the store has it: no error
+        assert await running.host.session_store.get(live.id) is not None
+        assert (await host_row(index, live.id))["title"] == ""
+    async with session_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        (row,) = (await client.request("listSessions"))["items"]
+        assert row["title"] == "Kept anyway"
