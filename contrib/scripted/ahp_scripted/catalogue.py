@@ -17,11 +17,12 @@ import logging
 import os
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
+
+from ahpcore.sessions.calls import pausing
 
 if TYPE_CHECKING:
     from ahp_scripted.store import Conversation
@@ -36,29 +37,6 @@ _OLD_CACHE_NAME = ".catalogue.json"
 
 #: (size, mtime in ns, inode): a log that was appended to or replaced differs in one of them.
 FileKey = tuple[int, int, int]
-
-
-T = TypeVar("T")
-
-#: A scan pauses this long after every PAUSE_EVERY files (see ``pausing``).
-PAUSE = 0.0002
-PAUSE_EVERY = 256
-
-
-def pausing(items: Iterable[T]) -> Iterator[T]:
-    """``items``, with a short sleep every PAUSE_EVERY of them.
-
-    A scan runs in a worker thread and makes a system call per file. Each call
-    lets go of the interpreter lock and takes it straight back, before the event
-    loop's thread, waiting for the lock, is scheduled to take it; and CPython
-    forces a hand-over only from a thread that has held the lock 5 ms without
-    letting go. So the loop waited for whole scans: 55-65 ms at 10,000 logs,
-    every client with it. A real sleep hands the lock over.
-    """
-    for count, item in enumerate(items, 1):
-        if count % PAUSE_EVERY == 0:
-            time.sleep(PAUSE)
-        yield item
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ahp_claude.transcripts import prompt_text
+from ahpcore.sessions.calls import pausing
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024
@@ -158,7 +159,7 @@ class TranscriptIndex:
             if not project.is_dir():
                 continue
             try:
-                for item in os.scandir(project.path):
+                for item in pausing(os.scandir(project.path)):
                     if item.name.endswith(".jsonl") and item.is_file():
                         found[item.path] = item.stat()
             except OSError:
@@ -187,7 +188,7 @@ class TranscriptIndex:
         fresh: list[Row] = []
         if changed or gone:
             self.version += 1
-        for path in changed:
+        for path in pausing(changed):
             stat = files[path]
             try:
                 row = summarize(Path(path), stat.st_size, stat.st_mtime_ns)
