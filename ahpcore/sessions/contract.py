@@ -89,7 +89,13 @@ class TurnReporter(Protocol):
         ...
 
     def reference(self, ref: str) -> None:
-        """The backend's own id for this turn (a transcript entry id); the host keeps it."""
+        """The backend's own id for this turn (a transcript entry id).
+
+        The host hands it back to ``truncate`` and to a fork while the chat is
+        open, and keeps it nowhere else: report it again for each turn of
+        ``read_transcript``, which is how the host learns it after a restart
+        (a record growing by one entry per turn would cost every save more).
+        """
         ...
 
     def text(self, delta: str) -> None:

@@ -484,6 +484,8 @@ class SessionManager:
         rebuilder = Rebuilder(chat.uri, chat.state)
         await calls.call(chat.session.backend.read_transcript, chat.backend_id, rebuilder)
         rebuilder.finish_children("cancelled")
+        # References a record of an older host kept, then those the transcript gave again.
+        chat.references = {**chat.references, **rebuilder.references}
         turns = rebuilder.state.get("turns", [])
         chat.older_turns = list(turns[:-TURN_WINDOW]) if len(turns) > TURN_WINDOW else []
         rebuilt = {**rebuilder.state, "turns": list(turns[-TURN_WINDOW:])}

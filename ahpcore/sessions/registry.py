@@ -2,7 +2,7 @@
 records in the store.
 
 A session's record keeps what the host adds on top of a backend (read and
-archived bits, titles, config, chat order, drafts, turn references), keyed by
+archived bits, titles, config, chat order, drafts), keyed by
 the session's id so every spelling of its URI finds it. Every chat is made
 here, with the runner that owns its turns.
 """
@@ -211,7 +211,6 @@ class SessionRegistry:
             "isArchived": bool(chat.state.get("status", 0) & states.STATUS_IS_ARCHIVED),
             **({"draft": chat.state["draft"]} if "draft" in chat.state else {}),
             **({"origin": chat.state["origin"]} if "origin" in chat.state else {}),
-            **({"references": dict(chat.references)} if chat.references else {}),
             # What the chat produced that clients open by reference.
             **{key: chat.state[key] for key in ARTIFACT_KEYS if key in chat.state},
         }

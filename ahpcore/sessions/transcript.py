@@ -26,6 +26,8 @@ class Rebuilder:
         #: Subagent chats met on the way, by URI: their rebuilt states, in order.
         self.children: dict[str, dict[str, Any]] = {}
         self._child_builders: dict[str, Rebuilder] = {}
+        #: Each rebuilt turn's reporter, for the reference its backend gave it again.
+        self._turns: dict[str, TurnRecorder] = {}
 
     def _chat(self, action: dict[str, Any]) -> None:
         self.state = reduce("chat", self.state, action)
@@ -57,7 +59,13 @@ class Rebuilder:
                 "message": dict(message),
             }
         )
-        return self.recorder(turn_id)
+        recorder = self._turns[turn_id] = self.recorder(turn_id)
+        return recorder
+
+    @property
+    def references(self) -> dict[str, str]:
+        """Turn id -> the backend's own id for it, as the transcript reported them."""
+        return {t: r.backend_ref for t, r in self._turns.items() if r.backend_ref is not None}
 
     def end_turn(
         self,

@@ -102,12 +102,14 @@ class ScriptedAgent:
             resume = last.resume or {"step": -1, "variables": {}}
             last.end = None
             return last, int(resume["step"]) + 1, dict(resume["variables"])
-        record = TurnRecord(turn.turn_id, _plain(dict(turn.message)), iso(self.backend.clock()))
+        record = TurnRecord(
+            turn.turn_id, _plain(dict(turn.message)), iso(self.backend.clock()), ref=_ref(turn)
+        )
         turns.append(record)
         return record, 0, {}
 
     async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
-        report.reference(f"scripted:{turn.uuid or turn.turn_id}")
+        report.reference(_ref(turn))
         await self._run(turn, report)
 
     async def _follow_up(self, text: str, origin: str) -> None:
@@ -455,6 +457,8 @@ class ScriptedBackend:
             if running is not None and running.running_turn == record.id:
                 continue  # still being reported live
             turn_report = reader.turn(record.id, record.message, started_at=record.started_at)
+            if record.ref is not None:
+                turn_report.reference(record.ref)
             replay(record.reports, turn_report)
             # A turn without an end was cut short by a host that stopped.
             end = record.end or {"state": "cancelled", "durationMs": 0}
@@ -507,3 +511,8 @@ class ScriptedBackend:
 
 
 __all__ = ["ScriptedAgent", "ScriptedBackend"]
+
+
+def _ref(turn: TurnInput) -> str:
+    """The backend's own reference for a turn, as ``run_turn`` reports it."""
+    return f"scripted:{turn.uuid or turn.turn_id}"

@@ -50,6 +50,8 @@ class TurnRecord:
     end: dict[str, Any] | None = None
     #: Where an errored turn picks up when it is resumed: {"step": int, "variables": {...}}.
     resume: dict[str, Any] | None = None
+    #: The reference reported for the turn, reported again when its transcript is read.
+    ref: str | None = None
 
     def said(self) -> str:
         """The visible text the turn streamed."""
@@ -63,6 +65,7 @@ class TurnRecord:
             "reports": self.reports,
             "end": self.end,
             "resume": self.resume,
+            **({"ref": self.ref} if self.ref is not None else {}),
         }
 
     @classmethod
@@ -74,6 +77,7 @@ class TurnRecord:
             reports=data.get("reports", []),
             end=data.get("end"),
             resume=data.get("resume"),
+            ref=data.get("ref"),
         )
 
 

@@ -370,6 +370,7 @@ def rebuild(
             or {"text": prompt_text(start) or "", "origin": {"kind": "user"}},
             started_at=start.get("timestamp"),
         )
+        report.reference(start_id)  # as it was live: the entry the turn began at
         replay = Replay(report, decisions, subagents)
         replay.entries(rest)
         known = ended.get(start_id) or {}

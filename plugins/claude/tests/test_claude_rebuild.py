@@ -203,3 +203,25 @@ async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, w
         state["turns"][0]["responseParts"][0]["error"].pop("errorType")
     assert comparable(rebuilt) == comparable(live)
     assert "claude login" in rebuilt["turns"][0]["responseParts"][0]["error"]["message"]
+
+
+async def test_a_reopened_chat_knows_each_turn_by_the_entry_it_began_at(
+    claude_host, anthropic, workdir: Path
+):
+    # The host keeps a turn's reference in memory only; after a restart it has it
+    # again from the transcript, as a truncation or a fork needs it.
+    anthropic.script(reply("One."), reply("Two."))
+    async with claude_host() as (running, _):
+        client, session, chat = await connect_and_open(running, workdir)
+        for n in (1, 2):
+            await start_turn(client, chat, f"say {n}", f"t{n}")
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = dict(running.host.sessions.registry.chat_by_uri(chat).references)
+        record = await running.host.session_store.get(session.split("/")[-1])
+    assert sorted(live) == ["t1", "t2"] and len(set(live.values())) == 2
+    assert all("references" not in kept for kept in record["chats"])  # not in every save
+    async with claude_host() as (running, _):
+        client = await running.connect("again")
+        await client.initialize()
+        await client.request("subscribe", {"channel": chat})
+        assert running.host.sessions.registry.chat_by_uri(chat).references == live
