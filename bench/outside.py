@@ -313,41 +313,55 @@ async def _drive_actions(
     return now() - start
 
 
+async def _dispatch_run(args: argparse.Namespace, kind: str, window: int) -> tuple[float, float]:
+    """One server's run: (seconds, server CPU seconds) for ``args.actions`` actions."""
+    with tempfile.TemporaryDirectory() as tmp:
+        # The host's inbound budget (1,000 frames/s) would refuse part of a flat-out
+        # run; bare has none, so it is lifted to compare the same job.
+        server = start_host(Path(tmp), budget=False) if kind == "host" else start_bare()
+        try:
+            async with client(server, "sender") as peer:
+                session, chat = await _open_session(peer, server)
+                target = session if args.action == "title" else chat
+                if server.kind == "host" and target == chat:
+                    await peer.request("subscribe", {"channel": chat})
+                await _drive_actions(peer, target, 200, window, args.action)  # warm-up
+                cpu = cpu_seconds(server.pid)
+                wall = await _drive_actions(peer, target, args.actions, window, args.action)
+                return wall, cpu_seconds(server.pid) - cpu
+        finally:
+            server.stop()
+
+
 async def bench_dispatch(args: argparse.Namespace) -> None:
     what = "session/titleChanged" if args.action == "title" else "chat/draftChanged"
     print(f"\n## dispatch: one client, {args.actions} {what}, echoed to the sender")
+    print(f"({args.repeat} pairs per window, host and bare in turns, each pair's order swapped)")
     line("server", "window", "actions/s", "us/action", "CPU us/act")
-    results: dict[tuple[str, int], tuple[float, float]] = {}
     for window in (1, 64):
-        for kind in ("host", "bare"):
-            with tempfile.TemporaryDirectory() as tmp:
-                # The host's inbound budget (1,000 frames/s) would refuse part of a flat-out
-                # run; bare has none, so it is lifted to compare the same job.
-                server = start_host(Path(tmp), budget=False) if kind == "host" else start_bare()
-                try:
-                    async with client(server, "sender") as peer:
-                        session, chat = await _open_session(peer, server)
-                        target = session if args.action == "title" else chat
-                        if server.kind == "host" and target == chat:
-                            await peer.request("subscribe", {"channel": chat})
-                        await _drive_actions(peer, target, 200, window, args.action)  # warm-up
-                        cpu = cpu_seconds(server.pid)
-                        wall = await _drive_actions(peer, target, args.actions, window, args.action)
-                        cpu = cpu_seconds(server.pid) - cpu
-                finally:
-                    server.stop()
-            results[kind, window] = (wall, cpu)
-            line(
-                kind,
-                window,
-                round(args.actions / wall),
-                round(wall / args.actions * 1e6, 1),
-                round(cpu / args.actions * 1e6, 1),
-            )
-        host, bare = results["host", window], results["bare", window]
+        throughput, cpu = [], []
+        for pair in range(args.repeat):
+            results = {}
+            # Swapping who runs first each pair keeps a drift in the machine's speed
+            # from always favouring one server.
+            for kind in ("host", "bare") if pair % 2 == 0 else ("bare", "host"):
+                wall, used = results[kind] = await _dispatch_run(args, kind, window)
+                line(
+                    kind,
+                    window,
+                    round(args.actions / wall),
+                    round(wall / args.actions * 1e6, 1),
+                    round(used / args.actions * 1e6, 1),
+                )
+            (host_wall, host_cpu), (bare_wall, bare_cpu) = results["host"], results["bare"]
+            throughput.append(bare_wall / host_wall)
+            cpu.append(host_cpu / max(bare_cpu, 1e-9))
+            print(f"  pair {pair + 1}: throughput x{throughput[-1]:.2f}, CPU x{cpu[-1]:.2f}")
         print(
-            f"ratio window {window}: throughput x{bare[0] / host[0]:.2f} of bare, "
-            f"CPU per action x{host[1] / max(bare[1], 1e-9):.2f}"
+            f"ratio window {window}, median of {args.repeat} pairs: throughput "
+            f"x{statistics.median(throughput):.2f} of bare, CPU per action "
+            f"x{statistics.median(cpu):.2f} (pairs {min(throughput):.2f}-{max(throughput):.2f}, "
+            f"{min(cpu):.2f}-{max(cpu):.2f})"
         )
 
 
@@ -407,8 +421,13 @@ asyncio.run(main(sys.argv[1], json.loads(sys.argv[2])))
 """
 
 
+#: In place of a listing's params: half a second of nothing, so the pings show what the
+#: machine alone does to a round trip (the floor the listing's figures stand on).
+IDLE = None
+
+
 async def _timed_lists(
-    server: Server, calls: list[dict[str, Any]]
+    server: Server, calls: list[dict[str, Any] | None]
 ) -> list[tuple[float, list[float], int]]:
     """Each call's wall time, another client's ping latencies meanwhile, and rows returned."""
     out = []
@@ -430,7 +449,11 @@ async def _timed_lists(
                 await asyncio.sleep(0.05)
                 lister.defer_large = True
                 start = now()
-                result = await lister.request("listSessions", params)
+                if params is IDLE:
+                    await asyncio.sleep(0.5)
+                    result = {}
+                else:
+                    result = await lister.request("listSessions", params)
                 wall = now() - start
                 windows.append((start, start + wall))
                 if "unparsed" in result:
@@ -459,8 +482,8 @@ async def bench_catalogue(args: argparse.Namespace) -> None:
         (seed_dir / "done").write_text("")
     print(f"\n## catalogue: listSessions at {sessions} sessions; another client pings every 2 ms")
     line("server", "call", "rows", "ms", "ping p99 ms", "ping max ms")
-    calls = [{}, {}, {}, {"limit": 50}, {"limit": 50}, {"limit": 50}]
-    names = ["cold all", "warm all", "warm all", "page 50", "page 50", "page 50"]
+    calls = [{}, {}, {}, {"limit": 50}, {"limit": 50}, {"limit": 50}, IDLE]
+    names = ["cold all", "warm all", "warm all", "page 50", "page 50", "page 50", "idle"]
     rows_file = Path(tempfile.gettempdir()) / f"ahp-bench-rows-{sessions}.json"
     for kind in ("host", "bare"):
         with tempfile.TemporaryDirectory() as tmp:
@@ -579,7 +602,9 @@ async def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("what", choices=["startup", "dispatch", "catalogue", "turns", "all"])
-    parser.add_argument("--repeat", type=int, default=3, help="startup runs per server")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="startup runs per server; dispatch pairs per window"
+    )
     parser.add_argument("--actions", type=int, default=5000, help="actions in the dispatch run")
     parser.add_argument(
         "--action",
