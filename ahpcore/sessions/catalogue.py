@@ -296,8 +296,8 @@ class CatalogueIndex:
         """Index again each session an earlier run left unsettled, from what ``read`` returns
         (its record in the store, or None once disposed). Returns the sessions mended.
 
-        Run at start, before any save of this run: a record read here is then
-        the newest there is.
+        Run before the first save of this run: a record read here is then the
+        newest there is.
         """
         found = await self._do(
             lambda db: db.execute("SELECT id FROM catalogue_unsettled").fetchall()
@@ -310,7 +310,7 @@ class CatalogueIndex:
             else:
                 uri = record.get("uri")
                 provider = record.get("provider") or (
-                    uri.split(":", 1)[0] if isinstance(uri, str) else None
+                    uris.scheme_of(uri) if isinstance(uri, str) else None
                 )
                 if not isinstance(provider, str):
                     log.warning("session %s has no provider in its record: not indexed", session_id)

@@ -275,7 +275,8 @@ class SessionManager:
         rather than at start: the first of those opens the index anyway.
         """
         if self._recovery is not None:
-            await self._recovery.wait()
+            if not self._recovery.is_set():  # set: nothing to wait for, not even a yield
+                await self._recovery.wait()
             return
         self._recovery = anyio.Event()
         try:
