@@ -50,6 +50,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 #: their instructions, which a change in the machine's speed does not move.
 SERVER_PREFIX = shlex.split(os.environ.get("AHP_BENCH_SERVER_PREFIX", ""))
 VERSIONS = ["1.0.0"]
+#: Options every ``ahp serve`` of the run gets (``--plugins``).
+HOST_OPTIONS: list[str] = []
 
 
 def now() -> float:
@@ -117,6 +119,7 @@ def start_host(state_dir: Path, *extra: str, budget: bool = True) -> Server:
         str(state_dir),
         "--log-level",
         "warning",
+        *HOST_OPTIONS,
         *extra,
     ]
     started = now()
@@ -527,54 +530,95 @@ async def bench_catalogue(args: argparse.Namespace) -> None:
 
 
 # -- a long chat ---------------------------------------------------------------------------
-async def _turns(server: Server, count: int) -> tuple[list[float], list[float]]:
-    """Each turn's latency and the server's CPU seconds spent on it."""
+class Chatter:
+    """Runs turns in chats over one connection and times each, turnStarted to its end."""
+
+    def __init__(self, peer: Client, server: Server) -> None:
+        self.peer = peer
+        self.server = server
+        self.ended: dict[str, asyncio.Event] = {}
+        peer.listeners.append(self._on_frame)
+
+    def _on_frame(self, message: dict[str, Any]) -> None:
+        action = (message.get("params") or {}).get("action") or {}
+        if action.get("type") in ("chat/turnComplete", "chat/error", "chat/turnCancelled"):
+            event = self.ended.get(action.get("turnId"))
+            if event is not None:
+                event.set()
+
+    async def open_chat(self) -> str:
+        _session, chat = await _open_session(self.peer, self.server)
+        if self.server.kind == "host":
+            await self.peer.request("subscribe", {"channel": chat})
+        return chat
+
+    async def turn(self, chat: str) -> tuple[float, float]:
+        """One turn's latency and the server's CPU seconds spent on it."""
+        turn_id = str(uuid.uuid4())
+        ended = self.ended[turn_id] = asyncio.Event()
+        cpu = cpu_seconds(self.server.pid)
+        start = now()
+        await self.peer.dispatch(
+            chat,
+            {
+                "type": "chat/turnStarted",
+                "turnId": turn_id,
+                "startedAt": "2026-01-01T00:00:00.000Z",
+                "message": {"text": "tell me something", "origin": {"kind": "user"}},
+            },
+        )
+        await asyncio.wait_for(ended.wait(), 60)
+        del self.ended[turn_id]
+        return now() - start, cpu_seconds(self.server.pid) - cpu
+
+
+async def _turns(
+    server: Server, count: int, paired: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Latency and CPU of each turn of one long chat, and of a new chat's first turns.
+
+    The long chat's last ``paired`` turns alternate with the first ``paired`` turns
+    of a chat opened beside it, so the two sets are taken in the same seconds: the
+    machine's speed, which drifts by more than the target over a run, is the same
+    for both.
+    """
     async with client(server, "chatter") as peer:
-        _session, chat = await _open_session(peer, server)
-        if server.kind == "host":
-            await peer.request("subscribe", {"channel": chat})
-        ended: dict[str, asyncio.Event] = {}
-
-        def on_frame(message: dict[str, Any]) -> None:
-            action = (message.get("params") or {}).get("action") or {}
-            if action.get("type") in ("chat/turnComplete", "chat/error", "chat/turnCancelled"):
-                event = ended.get(action.get("turnId"))
-                if event is not None:
-                    event.set()
-
-        peer.listeners.append(on_frame)
-        latencies = []
-        cpus = []
-        for _ in range(count):
-            turn_id = str(uuid.uuid4())
-            ended[turn_id] = asyncio.Event()
-            cpu = cpu_seconds(server.pid)
-            start = now()
-            await peer.dispatch(
-                chat,
-                {
-                    "type": "chat/turnStarted",
-                    "turnId": turn_id,
-                    "startedAt": "2026-01-01T00:00:00.000Z",
-                    "message": {"text": "tell me something", "origin": {"kind": "user"}},
-                },
-            )
-            await asyncio.wait_for(ended[turn_id].wait(), 60)
-            latencies.append(now() - start)
-            cpus.append(cpu_seconds(server.pid) - cpu)
-        return latencies, cpus
+        chatter = Chatter(peer, server)
+        long_chat = await chatter.open_chat()
+        latencies: list[float] = []
+        cpus: list[float] = []
+        for _ in range(count - paired):
+            latency, cpu = await chatter.turn(long_chat)
+            latencies.append(latency)
+            cpus.append(cpu)
+        new_chat = await chatter.open_chat()
+        fresh: list[float] = []
+        for i in range(paired):
+            # Swapped each time, so neither chat always runs right after the other.
+            order = (long_chat, new_chat) if i % 2 == 0 else (new_chat, long_chat)
+            for chat in order:
+                latency, cpu = await chatter.turn(chat)
+                if chat == long_chat:
+                    latencies.append(latency)
+                    cpus.append(cpu)
+                else:
+                    fresh.append(latency)
+        return latencies, cpus, fresh
 
 
 async def bench_turns(args: argparse.Namespace) -> None:
     count = args.turns
-    print(f"\n## turns: {count} turns in one chat, turnStarted -> turnComplete")
     bucket = max(1, count // 5)
+    print(f"\n## turns: {count} turns in one chat, turnStarted -> turnComplete")
+    print(
+        f"(the last {bucket} alternate with the first {bucket} turns of a new chat beside it)"
+    )
     line("server", "turns", "median ms", "p90 ms", "CPU ms/turn")
     for kind in ("host", "bare"):
         with tempfile.TemporaryDirectory() as tmp:
             server = start_host(Path(tmp)) if kind == "host" else start_bare()
             try:
-                latencies, cpus = await _turns(server, count)
+                latencies, cpus, fresh = await _turns(server, count, bucket)
             finally:
                 server.stop()
         medians = []
@@ -591,9 +635,19 @@ async def bench_turns(args: argparse.Namespace) -> None:
                 round(part[int(0.9 * (len(part) - 1))] * 1000, 2),
                 round(cpu_means[-1] * 1000, 2),
             )
+        fresh.sort()
+        line(
+            kind,
+            f"new 1-{len(fresh)}",
+            round(statistics.median(fresh) * 1000, 2),
+            round(fresh[int(0.9 * (len(fresh) - 1))] * 1000, 2),
+            "",
+        )
         print(
             f"{kind}: last bucket / first bucket: latency x{medians[-1] / medians[0]:.2f}, "
-            f"CPU x{cpu_means[-1] / max(cpu_means[0], 1e-9):.2f}"
+            f"CPU x{cpu_means[-1] / max(cpu_means[0], 1e-9):.2f}; "
+            f"last bucket / a new chat's first turns beside it: "
+            f"latency x{medians[-1] / statistics.median(fresh):.2f}"
         )
 
 
@@ -622,7 +676,13 @@ async def main() -> None:
         action="store_false",
         help="let the servers honour PYTHONDONTWRITEBYTECODE (every start compiles every module)",
     )
+    parser.add_argument(
+        "--plugins",
+        help="load only these plugins in the host (ahp serve --plugins), e.g. scripted",
+    )
     args = parser.parse_args()
+    if args.plugins is not None:
+        HOST_OPTIONS.extend(["--plugins", args.plugins])
     if args.bytecode:
         # Servers write and reuse compiled modules in a folder of this run's own, as an
         # installed package does, whatever the caller's PYTHONDONTWRITEBYTECODE says.
