@@ -610,9 +610,7 @@ async def bench_turns(args: argparse.Namespace) -> None:
     count = args.turns
     bucket = max(1, count // 5)
     print(f"\n## turns: {count} turns in one chat, turnStarted -> turnComplete")
-    print(
-        f"(the last {bucket} alternate with the first {bucket} turns of a new chat beside it)"
-    )
+    print(f"(the last {bucket} alternate with the first {bucket} turns of a new chat beside it)")
     line("server", "turns", "median ms", "p90 ms", "CPU ms/turn")
     for kind in ("host", "bare"):
         with tempfile.TemporaryDirectory() as tmp:
