@@ -129,6 +129,10 @@ class ScriptedAgent:
 
         backend = self.backend
         record, start, saved = self._begin(turn)
+        # _begin's record is always the last turn (a new one, or an errored one resumed).
+        # Looking it up with ``index`` compared it field by field with every earlier turn:
+        # a cost that grew with the chat.
+        position = len(self.conversation.turns) - 1
         began = backend.clock()
         self._running = turn.turn_id
         await backend.save(self.conversation, changed=record)
@@ -144,7 +148,7 @@ class ScriptedAgent:
                     **shared,
                     **{f"config.{key}": str(value) for key, value in turn.config.items()},
                     "message": turn.text,
-                    "context": self._context(self.conversation.turns.index(record)),
+                    "context": self._context(position),
                     **found,
                     **saved,
                 },
