@@ -529,13 +529,11 @@ class SessionManager:
         else:
             log.info("the %s backend keeps its own copy of %s", backend.provider, session.uri)
         self.registry.forget(session)
-        unindexed = self.registry.unindexed_ids
-        unindexed.add(session.id)
-        if self.store is not None:
-            await self._unsettle(session.id)
-            await self.store.delete(session.id)
-        await self.index.forget(session.id)
-        unindexed.discard(session.id)
+        with self.registry.unsure_while(session.id):
+            if self.store is not None:
+                await self._unsettle(session.id)
+                await self.store.delete(session.id)
+            await self.index.forget(session.id)
         self._indexed_ids.discard(session.id)
         log.info("session %s disposed", session.uri)
         self.engine.notify_root("root/sessionRemoved", {"session": session.uri})

@@ -10,7 +10,8 @@ here, with the runner that owns its turns.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -62,6 +63,17 @@ class SessionRegistry:
         self.on_saving: Callable[[LiveSession], Awaitable[None]] | None = None
         #: Sessions whose newest record may not have reached the index.
         self.unindexed_ids: set[str] = set()
+
+    @contextmanager
+    def unsure_while(self, session_id: str) -> Iterator[None]:
+        """Count the session among ``unindexed_ids`` until the block ends without error.
+
+        A block cut off halfway (an index write that failed, a cancelled dispose)
+        leaves it there, so a clean stop keeps its unsettled mark for the next start.
+        """
+        self.unindexed_ids.add(session_id)
+        yield
+        self.unindexed_ids.discard(session_id)
 
     # -- the hub a runner sees ---------------------------------------------------
     def apply(self, uri: str, action: dict[str, Any]) -> dict[str, Any] | None:
