@@ -7,6 +7,9 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
+
+from ahpcore.protocol.wire import assert_valid_frame
 
 #: Loaded only when a request needs them: pydantic (the handshake is checked without
 #: it), the full protocol models (hundreds of classes), the Claude SDK (a chat on the claude backend), the YAML parser (the
@@ -76,6 +79,15 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def _checked(answers: list[str], methods: list[str]) -> list[dict[str, Any]]:
+    """The child's answers, each through the strict wire validator in this process
+    (the child must not load the models the validator is built on)."""
+    frames = [json.loads(answer) for answer in answers]
+    for frame, method in zip(frames, methods, strict=True):
+        assert_valid_frame(frame, direction="server", request_method=method)
+    return frames
+
+
 def test_a_first_client_loads_neither_pydantic_nor_the_full_models_nor_the_claude_sdk():
     env = {**os.environ, "AHP_CLAUDE_PROBE": "0", "AHP_CLAUDE_WATCH": "0"}
     done = subprocess.run(
@@ -89,7 +101,9 @@ def test_a_first_client_loads_neither_pydantic_nor_the_full_models_nor_the_claud
     *answers, loaded, plugins = [
         line for line in done.stdout.splitlines() if line.startswith(("{", "["))
     ]
-    first, pong, bad, listed, subscribed = (json.loads(a) for a in answers)
+    first, pong, bad, listed, subscribed = _checked(
+        answers, ["initialize", "ping", "initialize", "listSessions", "subscribe"]
+    )
     assert first["result"]["protocolVersion"] == "1.0.0"
     assert pong["id"] == 2 and "error" not in pong
     # Bad handshake params are still refused, naming the field.
@@ -179,7 +193,8 @@ def test_requests_build_only_their_params_and_an_action_builds_the_rest_off_the_
         check=True,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
-    first, listed, bad, before_action, after_action = (json.loads(a) for a in lines)
+    first, listed, bad = _checked(lines[:3], ["initialize", "listSessions", "listSessions"])
+    before_action, after_action = (json.loads(line) for line in lines[3:])
     assert first["result"]["protocolVersion"] == "1.0.0"
     assert "items" in listed["result"]
     # The params' own module checks what the full models checked.
