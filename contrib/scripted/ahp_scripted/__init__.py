@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ahp_scripted.backend import PROVIDER, ScriptedAgent, ScriptedBackend
     from ahp_scripted.demo import demo_script, host_variables
+    from ahp_scripted.gates import Gates
     from ahp_scripted.loader import load_script, loads_script, parse_script, parse_step
-    from ahp_scripted.runner import AgentCrashed, Gates, ScriptedTurnFailed
+    from ahp_scripted.runner import AgentCrashed, ScriptedTurnFailed
     from ahp_scripted.script import (
         Activity,
         Ask,
