@@ -13,6 +13,7 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -52,6 +53,13 @@ MIN_TOKEN_DISTINCT = 8
 
 #: No protocol request fits in less (an initialize with a few subscriptions).
 MIN_FRAME_BYTES = 4096
+
+#: How long a stop may take to finish its writes before the process exits without them.
+DEFAULT_STOP_TIMEOUT = 30.0
+#: When a slow stop first says what it is waiting for.
+STOP_NOTICE_SECONDS = 5.0
+#: The exit status of a stop cut off at --stop-timeout.
+EXIT_STOP_TIMEOUT = 3
 
 #: Boolean flags take no value; typer would show ``<bool>`` after them.
 _FLAG: dict[str, Any] = {"metavar": ""}
@@ -377,6 +385,15 @@ def serve(
             show_default="beside each repository",
         ),
     ] = None,
+    stop_timeout: Annotated[
+        float,
+        typer.Option(
+            envvar="AHP_STOP_TIMEOUT",
+            help="Seconds a stop may take to finish its writes; past them the process exits "
+            f"with status {EXIT_STOP_TIMEOUT}, naming the sessions not known to be saved "
+            "(0 waits as long as it takes).",
+        ),
+    ] = DEFAULT_STOP_TIMEOUT,
 ) -> None:
     """Run the host."""
     try:
@@ -387,6 +404,8 @@ def serve(
             )
         if inbound_frames < 0:
             raise Fail(f"--inbound-frames {inbound_frames} is negative (0 lifts the budget)")
+        if stop_timeout < 0:
+            raise Fail(f"--stop-timeout {stop_timeout} is negative (0 waits as long as it takes)")
         configure_logging(log_level)
         if sessions not in STORE_KINDS:
             raise Fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
@@ -410,7 +429,11 @@ def serve(
             log.warning("accepting WebSocket clients without a connection token (loopback only)")
         the_host = Host(_manager(plugins, no_plugins), settings)
         options = _ServeOptions(chosen_token, stdio, socket_path, origins)
-        anyio.run(_serve, the_host, options, backend="asyncio")
+        watch = _StopWatch(the_host, stop_timeout)
+        try:
+            anyio.run(_serve, the_host, options, watch, backend="asyncio")
+        finally:
+            watch.over()  # after the event loop's own end, which waits for its threads
     except BaseException as exc:  # one line for what the user can act on, never a traceback
         for leaf in _leaves(exc):
             if isinstance(leaf, Fail):
@@ -430,9 +453,73 @@ class _ServeOptions:
     allow_origins: list[str]
 
 
-async def _serve(host: Host, options: _ServeOptions) -> None:
+class _StopWatch:
+    """Bounds a stop from a thread of its own: what hangs may be the event loop itself
+    (a close waiting on a database a stuck disk holds).
+
+    Past ``STOP_NOTICE_SECONDS`` it says what the stop waits for; past ``timeout`` it
+    names the sessions whose newest record is not known to be saved and ends the
+    process. A session saved but not indexed is indexed at the next start; one not
+    saved was never acknowledged to a client (``Acknowledged means durable``).
+    """
+
+    def __init__(self, host: Host, timeout: float) -> None:
+        self.host = host
+        self.timeout = timeout
+        self._over = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self.timeout <= 0 or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._watch, name="ahp stop watch", daemon=True)
+        self._thread.start()
+
+    def over(self) -> None:
+        self._over.set()
+
+    def _unsure(self) -> str:
+        unsure = self.host.unsure_sessions()
+        if not unsure:
+            return "no session's record is waiting"
+        shown = ", ".join(unsure[:10]) + (
+            f" and {len(unsure) - 10} more" if len(unsure) > 10 else ""
+        )
+        return f"sessions not known to be saved: {shown}"
+
+    def _watch(self) -> None:
+        notice = min(STOP_NOTICE_SECONDS, self.timeout / 2)
+        if self._over.wait(notice):
+            return
+        log.warning(
+            "still stopping after %.0f s: waiting for backends to stop and for the state "
+            "folder's writes (%s); giving up at %.0f s (--stop-timeout)",
+            notice,
+            self._unsure(),
+            self.timeout,
+        )
+        if self._over.wait(self.timeout - notice):
+            return
+        said = (
+            f"could not stop cleanly within {self.timeout:.0f} s (--stop-timeout): is the "
+            f"state folder's disk or database answering? Exiting; {self._unsure()}"
+        )
+        if log.isEnabledFor(logging.ERROR):
+            log.error("%s", said)
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+        else:  # logging turned down: still one line for the user
+            _echo(f"ahp: {said}", err=True)
+        sys.stderr.flush()
+        os._exit(EXIT_STOP_TIMEOUT)  # the event loop may be what hangs: no unwinding
+
+
+async def _serve(host: Host, options: _ServeOptions, watch: _StopWatch) -> None:
     async with host:
-        await _serve_transports(host, options)
+        try:
+            await _serve_transports(host, options, watch)
+        finally:
+            watch.start()  # before the host's own stop, which is what may hang
 
 
 async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
@@ -493,7 +580,7 @@ def _plugin_list(host: Host) -> str:
     )
 
 
-async def _serve_transports(host: Host, options: _ServeOptions) -> None:
+async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatch) -> None:
     from ahpcore.transports import stdio as stdio_transport
 
     for failure in host.plugins.failures:
@@ -502,7 +589,7 @@ async def _serve_transports(host: Host, options: _ServeOptions) -> None:
     # Signals are taken over before anything is printed: a Ctrl-C right after the
     # banner stops the host cleanly rather than interrupting it.
     async with anyio.create_task_group() as tg:
-        await tg.start(_stop_on_signal, tg.cancel_scope)
+        await tg.start(_stop_on_signal, tg.cancel_scope, watch)
         if options.stdio:
             wire, reader = await stdio_transport.open_pipes(
                 max_frame_bytes=settings.max_frame_bytes
@@ -568,12 +655,17 @@ def _settle_for_serving() -> None:
 
 
 async def _stop_on_signal(
-    scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    scope: anyio.CancelScope,
+    watch: _StopWatch,
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         task_status.started()
         async for signum in signals:
             log.info("received %s; stopping", signal.Signals(signum).name)
+            # From here: closing the listeners waits for each connection's requests.
+            watch.start()
             scope.cancel()
             return
 
@@ -695,6 +787,7 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "--state-dir": ("state_dir", "path", "AHP_STATE_DIR"),
     "--log-level": ("log_level", "str", "AHP_LOG_LEVEL"),
     "--worktrees-root": ("worktrees_root", "path", "AHP_WORKTREES_ROOT"),
+    "--stop-timeout": ("stop_timeout", "float", "AHP_STOP_TIMEOUT"),
 }
 _BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
 

@@ -322,6 +322,22 @@ class Host:
             engine.disconnect(client)
             log.info("client %s disconnected (%s)", client.label, peer.close_reason)
 
+    def unsure_sessions(self) -> list[str]:
+        """Sessions whose newest record is not yet known to be in the store and the index.
+
+        Read by a stop that hangs, from a thread of its own while the event loop
+        may still change them, so it copies and gives up after a few collisions.
+        """
+        registry = getattr(self.sessions, "registry", None)
+        for _ in range(5):
+            try:
+                found = set(getattr(self.session_store, "dirty", ()))
+                found.update(getattr(registry, "unindexed_ids", ()))
+                return sorted(found)
+            except RuntimeError:  # changed size while copied
+                continue
+        return []
+
     async def aclose(self) -> None:
         for provider, backend in self.backends.items():
             stop = getattr(backend, "stop", None)

@@ -6,9 +6,11 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import anyio
@@ -176,6 +178,81 @@ async def test_serve_stops_cleanly_on_ctrl_c(tmp_path):
         if served.process.poll() is None:
             served.process.kill()
         served.process.wait()
+
+
+async def _exited(process: subprocess.Popen[str], within: float) -> float:
+    """Seconds until ``process`` ended; fails past ``within``."""
+    began = time.monotonic()
+    with anyio.fail_after(within):
+        while process.poll() is None:
+            await anyio.sleep(0.05)
+    return time.monotonic() - began
+
+
+@pytest.mark.anyio
+async def test_a_stop_the_state_folder_does_not_answer_ends_at_the_stop_timeout(tmp_path):
+    # Another process holds the state folder's database: every write of the host
+    # waits SQLite's busy timeouts (30 s for the index, 5 s a try for the store).
+    served = start_serve(tmp_path, "--no-token", "--stop-timeout", "2")
+    blocker = None
+    try:
+        async with connect(served.url) as ws:
+            hello = {"protocolVersions": ["1.0.0"], "clientId": "stop-test"}
+            await ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+            )
+            assert "result" in json.loads(await ws.recv())
+            blocker = sqlite3.connect(tmp_path / "state" / "sessions.sqlite3", timeout=0)
+            blocker.execute("BEGIN EXCLUSIVE")
+            session_id = str(uuid.uuid4())
+            create = {"channel": f"scripted:/{session_id}", "provider": "scripted"}
+            await ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "createSession", "params": create})
+            )
+            await anyio.sleep(0.5)  # the save is under way, waiting for the database
+            served.process.send_signal(signal.SIGINT)
+            took = await _exited(served.process, 20)
+        assert served.process.returncode == 3
+        assert took < 10
+        said = served.process.stderr.read() if served.process.stderr else ""
+        assert "still stopping after 1 s" in said
+        assert "could not stop cleanly within 2 s (--stop-timeout)" in said
+        # The session whose save never finished is named; it was never acknowledged.
+        assert session_id in said
+    finally:
+        if served.process.poll() is None:
+            served.process.kill()
+        served.process.wait()
+        if blocker is not None:
+            blocker.rollback()
+            blocker.close()
+    # The state folder is whole: the next host starts on it and lists what it holds.
+    again = start_serve(tmp_path, "--no-token")
+    try:
+        async with connect(again.url) as ws:
+            hello = {"protocolVersions": ["1.0.0"], "clientId": "after"}
+            await ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
+            )
+            assert "result" in json.loads(await ws.recv())
+            await ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "listSessions", "params": {}})
+            )
+            with anyio.fail_after(30):
+                assert isinstance(json.loads(await ws.recv())["result"]["items"], list)
+        again.process.send_signal(signal.SIGTERM)
+        await _exited(again.process, 30)
+        assert again.process.returncode == 0
+    finally:
+        if again.process.poll() is None:
+            again.process.kill()
+        again.process.wait()
+
+
+def test_a_negative_stop_timeout_is_refused(tmp_path):
+    done = run_ahp("serve", "--stop-timeout", "-1", "--state-dir", str(tmp_path / "state"))
+    assert done.returncode != 0
+    assert "--stop-timeout -1.0 is negative" in done.stderr
 
 
 async def _pings(url: str, count: int) -> list[dict]:

@@ -61,6 +61,7 @@ PLAIN = [
     ["--token-file", "t.txt", "--socket", "s.sock", "--worktrees-root", "w"],
     ["--allow-origin", "https://a.example", "--allow-origin=https://b.example,https://c"],
     ["--max-frame-bytes", "4096", "--inbound-frames", "2.5", "--no-compression"],
+    ["--stop-timeout", "0", "--stop-timeout=7.5"],
     ["--no-compression", "--compression", "--inbound-frames", "0", "--port", "1", "--port", "2"],
 ]
 
