@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -189,6 +190,15 @@ async def _exited(process: subprocess.Popen[str], within: float) -> float:
     return time.monotonic() - began
 
 
+async def _send(ws: Any, ident: int, method: str, params: dict[str, Any]) -> None:
+    await ws.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}))
+
+
+async def _initialize(ws: Any, client_id: str) -> None:
+    await _send(ws, 1, "initialize", {"protocolVersions": ["1.0.0"], "clientId": client_id})
+    assert "result" in json.loads(await ws.recv())
+
+
 @pytest.mark.anyio
 async def test_a_stop_the_state_folder_does_not_answer_ends_at_the_stop_timeout(tmp_path):
     # Another process holds the state folder's database: every write of the host
@@ -197,18 +207,12 @@ async def test_a_stop_the_state_folder_does_not_answer_ends_at_the_stop_timeout(
     blocker = None
     try:
         async with connect(served.url) as ws:
-            hello = {"protocolVersions": ["1.0.0"], "clientId": "stop-test"}
-            await ws.send(
-                json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
-            )
-            assert "result" in json.loads(await ws.recv())
+            await _initialize(ws, "stop-test")
             blocker = sqlite3.connect(tmp_path / "state" / "sessions.sqlite3", timeout=0)
             blocker.execute("BEGIN EXCLUSIVE")
             session_id = str(uuid.uuid4())
             create = {"channel": f"scripted:/{session_id}", "provider": "scripted"}
-            await ws.send(
-                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "createSession", "params": create})
-            )
+            await _send(ws, 2, "createSession", create)
             await anyio.sleep(0.5)  # the save is under way, waiting for the database
             served.process.send_signal(signal.SIGINT)
             took = await _exited(served.process, 20)
@@ -230,14 +234,8 @@ async def test_a_stop_the_state_folder_does_not_answer_ends_at_the_stop_timeout(
     again = start_serve(tmp_path, "--no-token")
     try:
         async with connect(again.url) as ws:
-            hello = {"protocolVersions": ["1.0.0"], "clientId": "after"}
-            await ws.send(
-                json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello})
-            )
-            assert "result" in json.loads(await ws.recv())
-            await ws.send(
-                json.dumps({"jsonrpc": "2.0", "id": 2, "method": "listSessions", "params": {}})
-            )
+            await _initialize(ws, "after")
+            await _send(ws, 2, "listSessions", {})
             with anyio.fail_after(30):
                 assert isinstance(json.loads(await ws.recv())["result"]["items"], list)
         again.process.send_signal(signal.SIGTERM)
