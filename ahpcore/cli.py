@@ -460,7 +460,8 @@ class _StopWatch:
     Past ``STOP_NOTICE_SECONDS`` it says what the stop waits for; past ``timeout`` it
     names the sessions whose newest record is not known to be saved and ends the
     process. A session saved but not indexed is indexed at the next start; one not
-    saved was never acknowledged to a client (``Acknowledged means durable``).
+    saved was never acknowledged to a client, as the host answers only what the
+    store holds.
     """
 
     def __init__(self, host: Host, timeout: float) -> None:
