@@ -18,6 +18,7 @@ import anyio
 import pytest
 from websockets.asyncio.client import connect
 
+from ahpcore.protocol.wire import assert_valid_frame
 from tests.test_plugins import GOOD, make_distribution
 
 AHP = [sys.executable, "-m", "ahpcore.cli"]
@@ -194,9 +195,16 @@ async def _send(ws: Any, ident: int, method: str, params: dict[str, Any]) -> Non
     await ws.send(json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params}))
 
 
+async def _answer(ws: Any, method: str) -> dict[str, Any]:
+    """The next frame, held to the protocol's schema by the strict wire validator."""
+    frame: dict[str, Any] = json.loads(await ws.recv())
+    assert_valid_frame(frame, direction="server", request_method=method)
+    return frame
+
+
 async def _initialize(ws: Any, client_id: str) -> None:
     await _send(ws, 1, "initialize", {"protocolVersions": ["1.0.0"], "clientId": client_id})
-    assert "result" in json.loads(await ws.recv())
+    assert "result" in await _answer(ws, "initialize")
 
 
 @pytest.mark.anyio
@@ -237,7 +245,7 @@ async def test_a_stop_the_state_folder_does_not_answer_ends_at_the_stop_timeout(
             await _initialize(ws, "after")
             await _send(ws, 2, "listSessions", {})
             with anyio.fail_after(30):
-                assert isinstance(json.loads(await ws.recv())["result"]["items"], list)
+                assert isinstance((await _answer(ws, "listSessions"))["result"]["items"], list)
         again.process.send_signal(signal.SIGTERM)
         await _exited(again.process, 30)
         assert again.process.returncode == 0
