@@ -191,8 +191,18 @@ class ChatCommands:
             self.registry.apply(
                 session.uri, {"type": "session/defaultChatChanged", "defaultChat": successor}
             )
+        try:
+            # On disk before anyone, the disposer included, is told the chat is gone:
+            # a host killed right after the answer must not bring it back.
+            await self.registry.save(session)
+        except Exception as exc:  # whatever the session store raises
+            # The chat is gone here; the store keeps the record pending and writes it
+            # with the session's next save or at the stop.
+            self.registry.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
+            raise ProtocolError(
+                -32603, f"chat {chat.uri} disposed, but its removal is not on disk yet: {exc}"
+            ) from None
         self.registry.apply(session.uri, {"type": "session/chatRemoved", "chat": chat.uri})
-        self.registry.save_soon(session)
 
     async def fetch_turns(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         channel = await self.registry.engine.open_channel(params["channel"])
