@@ -5,15 +5,22 @@ from __future__ import annotations
 import base64
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from ahp_git import git
 from ahp_git import repo as repos
 from ahp_git.facts import ListedFacts, base_branch, facts_of
-from ahp_git.uris import SCHEME, parse_blob_uri
+from ahp_git.issued import IssuedRefs
+from ahp_git.uris import SCHEME, parse_blob_uri, plain_relative
 from ahpcore.ports import ChangeScope
-from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, NOT_FOUND, ProtocolError
+from ahpcore.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    NOT_FOUND,
+    PERMISSION_DENIED,
+    ProtocolError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +39,12 @@ CATALOGUE: tuple[dict[str, Any], ...] = (
 class GitChanges:
     """Changesets read from ``git status`` and from marks (trees of the working tree)."""
 
-    def __init__(self) -> None:
+    def __init__(self, live: Callable[[], Collection[str]] | None = None) -> None:
+        """``live`` answers the directories of the host's live sessions (none without it)."""
         self.missing_reported = False
+        self._live = live or (lambda: ())
+        #: The object ids put into before-side URIs: the only ones ``read`` serves.
+        self.issued = IssuedRefs()
         self._last: dict[str, tuple[git.Status, list[dict[str, Any]]]] = {}
         #: ``_meta.git`` on the listed rows of sessions nobody has open.
         self.listed = ListedFacts(self._repo)
@@ -110,6 +121,7 @@ class GitChanges:
                 rows = await repos.uncommitted_rows(repo, status)
                 # operations() follows at once and needs the same read: one status, not two.
                 self._last[directory] = (status, rows)
+                self.issued.add(repo.top, directory, [status.head])
                 return rows
             if scope.before is None and scope.kind == "session":
                 return []  # nobody has spoken yet: the session changed nothing
@@ -120,6 +132,7 @@ class GitChanges:
             raise ProtocolError(
                 INTERNAL_ERROR, f"git could not read {directory}: {exc.message}"
             ) from None
+        self.issued.add(repo.top, directory, [before, scope.after])
         return repos.tree_rows(repo, before, scope.after, changes)
 
     async def operations(
@@ -168,15 +181,24 @@ class GitChanges:
             path, ref = parse_blob_uri(uri)
         except ValueError as exc:
             raise ProtocolError(INVALID_PARAMS, f"params.uri: {exc}") from None
-        folder = os.path.dirname(path)
-        while folder and not os.path.isdir(folder):  # the file, or its folder, may be gone
-            folder = os.path.dirname(folder)
-        repo = await self._need(os.fsdecode(folder or b"/"))
-        rel = path[len(repo.top) + 1 :] if path.startswith(repo.top + b"/") else None
-        if rel is None:
-            raise ProtocolError(NOT_FOUND, f"{uri} is not in the repository at {repo.top!r}")
+        # No connection is named here: a before side is served to whoever holds the
+        # token, but only of a live session's repository and at an id issued for it.
+        top = self.issued.top_for(path, ref, set(self._live()))
+        if top is None:
+            raise ProtocolError(
+                PERMISSION_DENIED,
+                f"params.uri: {uri} is not a before side this host issued: its object id "
+                "must come from a changeset of a live session in the repository of its path",
+            )
+        rel = path[len(top) + 1 :]
+        if not plain_relative(rel):
+            raise ProtocolError(
+                PERMISSION_DENIED,
+                f"params.uri: {uri} must name a plain path inside its repository "
+                "(no empty, '.' or '..' parts)",
+            )
         try:
-            done = await repo.run("cat-file", "blob", ref.encode() + b":" + rel)
+            done = await git.run(["cat-file", "blob", ref.encode() + b":" + rel], top)
         except git.GitError as exc:
             raise ProtocolError(NOT_FOUND, f"{uri}: {exc.message}") from None
         data: bytes = done.stdout

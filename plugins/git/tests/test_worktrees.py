@@ -127,8 +127,14 @@ async def test_a_session_asking_for_isolation_runs_in_its_own_tree(git_host, rep
         # The changesets read the session's own tree.
         (tree / "src/app.txt").write_text("in the tree\n")
         rows = await client.request("subscribe", {"channel": f"{SESSION}/changeset/uncommitted"})
-        ids = [row["id"] for row in rows["snapshot"]["state"]["files"]]
-        assert ids == [repo.uri(str(tree / "src/app.txt"))]  # the linked folder is no change
+        files = rows["snapshot"]["state"]["files"]
+        assert [row["id"] for row in files] == [repo.uri(str(tree / "src/app.txt"))]
+        # The linked folder is no change, and the tree's before side reads.
+        before = await client.request(
+            "resourceRead",
+            {"channel": "ahp-root://", "uri": files[0]["edit"]["before"]["content"]["uri"]},
+        )
+        assert before == {"data": "app\n", "encoding": "utf-8"}
         # Work in it: the tree stays when the session goes.
         await client.request("disposeSession", {"channel": SESSION})
         assert tree.exists()
