@@ -149,6 +149,11 @@ def check(
             # initialize and ping are how a client learns it can talk at all;
             # naming no channel names nothing wrong.
             params = {**params, "channel": literal}
+        elif not isinstance(named, str):
+            # Checked before the set lookup below, which a list or an object cannot take.
+            raise ProtocolError(
+                INVALID_PARAMS, f"{method}: {prefix}.channel: Input should be a valid string"
+            )
         elif named not in CHANNEL_SPELLINGS.get(literal, {literal}):
             raise ProtocolError(
                 INVALID_PARAMS,
