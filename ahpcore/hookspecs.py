@@ -115,6 +115,12 @@ def ahp_root_config(host: Host) -> dict[str, Any] | None:
     Every plugin's answer is merged into the root channel's config schema; two
     plugins declaring one key is an error naming both. Fires when the host
     starts.
+
+    Any client may set root config, so a ``"number"`` property should carry
+    ``"minimum"`` and ``"maximum"``: the host refuses a value outside them (and
+    a value that is not a finite number), and logs a warning at start for a
+    number with no maximum. The host keeps these two words for itself; clients
+    do not see them in the schema.
     """
 
 

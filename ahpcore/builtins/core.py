@@ -13,6 +13,9 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 #: Neither bound may be pushed below this: a smaller budget closes healthy clients.
 MIN_BUFFER_BYTES = MIB
+#: Nor above this: every client's queue and the replay buffer are the host's memory,
+#: and any client may set them.
+MAX_BUFFER_BYTES = 256 * MIB
 DEFAULT_CLIENT_QUEUE_BYTES = 16 * MIB
 DEFAULT_REPLAY_BYTES = 32 * MIB
 
@@ -28,6 +31,8 @@ def ahp_root_config(host: Host) -> dict[str, Any]:
                 "connection (it recovers by reconnecting). At least 1 MiB, at most 256 MiB."
             ),
             "default": DEFAULT_CLIENT_QUEUE_BYTES,
+            "minimum": MIN_BUFFER_BYTES,
+            "maximum": MAX_BUFFER_BYTES,
         },
         "replayBytes": {
             "type": "number",
@@ -37,6 +42,8 @@ def ahp_root_config(host: Host) -> dict[str, Any]:
                 "clients, besides the 1000-action bound. At least 1 MiB, at most 256 MiB."
             ),
             "default": DEFAULT_REPLAY_BYTES,
+            "minimum": MIN_BUFFER_BYTES,
+            "maximum": MAX_BUFFER_BYTES,
         },
     }
 

@@ -7,9 +7,12 @@ Everything here works on a host with no plugins at all.
 from __future__ import annotations
 
 import logging
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from ahpcore import __version__
+from ahpcore.builtins.core import MAX_BUFFER_BYTES
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Dispatch, Engine, Refused
 from ahpcore.engine.router import Router
@@ -22,18 +25,77 @@ from ahpcore.rpc.peer import Reply
 log = logging.getLogger(__name__)
 
 SERVER_NAME = "ahp"
+KIB = 1 << 10
 MIB = 1 << 20
-#: Root config keys holding byte budgets, which may not be pushed below 1 MiB.
-BYTE_BUDGET_KEYS = frozenset({"clientQueueBytes", "replayBytes"})
-#: Nor above these: every client's queue and the replay buffer are the host's memory,
-#: and any client may set them.
-BYTE_BUDGET_CEILINGS = {"clientQueueBytes": 256 * MIB, "replayBytes": 256 * MIB}
+#: The core's byte budgets' ceilings (declared with the keys), applied again where
+#: the values are read.
+BYTE_BUDGET_CEILINGS = {"clientQueueBytes": MAX_BUFFER_BYTES, "replayBytes": MAX_BUFFER_BYTES}
+#: Words a plugin may put in a root config property of type number to bound it.
+#: The protocol's ConfigPropertySchema has no such fields, so the host keeps them
+#: (``ProtocolService.config_bounds``) and takes them out of the schema clients see.
+BOUND_WORDS = ("minimum", "maximum")
+
+
+@dataclass(frozen=True)
+class ConfigBounds:
+    """The range a root config number must fall in; None where a plugin declared no bound."""
+
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+def take_config_bounds(root_state: dict[str, Any]) -> dict[str, ConfigBounds]:
+    """The bounds declared on root config numbers, removed from ``root_state``'s schema."""
+    config = root_state.get("config", {})
+    schema = config.get("schema", {})
+    properties = schema.get("properties", {})
+    bounds: dict[str, ConfigBounds] = {}
+    kept: dict[str, Any] = {}
+    for key, declared in properties.items():
+        kept[key] = {word: value for word, value in declared.items() if word not in BOUND_WORDS}
+        if declared.get("type") != "number":
+            continue
+        bounds[key] = ConfigBounds(declared.get("minimum"), declared.get("maximum"))
+        if bounds[key].maximum is None:
+            # Any client may set root config: a number with no ceiling is memory or
+            # work a client can ask the host for without end.
+            log.warning("root config key %s is a number with no declared maximum", key)
+    root_state["config"] = {**config, "schema": {**schema, "properties": kept}}
+    return bounds
+
+
+def _amount(key: str, value: float) -> str:
+    """A bound as a refusal shows it: bytes also in KiB or MiB when they are whole."""
+    text = str(int(value)) if float(value).is_integer() else str(value)
+    if key.endswith("Bytes") and float(value).is_integer() and value > 0:
+        for unit, size in (("MiB", MIB), ("KiB", KIB)):
+            if value % size == 0:
+                return f"{text} ({int(value) // size} {unit})"
+    return text
+
+
+def number_problem(key: str, value: Any, bounds: ConfigBounds) -> str | None:
+    """Why ``value`` may not be set for root config number ``key``, or None when it may."""
+    minimum, maximum = bounds.minimum, bounds.maximum
+    finite = (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    )
+    if not finite or (minimum is not None and value < minimum):
+        unit = " of bytes" if key.endswith("Bytes") else ""
+        floor = f" of at least {_amount(key, minimum)}" if minimum is not None else ""
+        return f"{key} must be a number{unit}{floor}"
+    if maximum is not None and value > maximum:
+        return f"{key} may not exceed {_amount(key, maximum)}, this host's ceiling"
+    return None
 
 
 class ProtocolService:
     def __init__(self, engine: Engine, router: Router) -> None:
         self.engine = engine
         self.router = router
+        #: Each root config number's declared range, checked on every root/configChanged.
+        #: Taken now, before any client has seen the root state.
+        self.config_bounds = take_config_bounds(engine.root.state)
         #: Extra InitializeResult fields a feature adds (``terminalCommandPrefix``).
         self.initialize_fields: dict[str, Any] = {}
         router.add("initialize", self.initialize)
@@ -150,7 +212,8 @@ class ProtocolService:
 
     @note(
         "root/configChanged",
-        text="Unknown keys are refused by name; byte budgets may not go below 1 MiB.",
+        text="Unknown keys are refused by name; numbers must be within their declared "
+        "bounds (byte budgets from 1 MiB to 256 MiB).",
     )
     async def config_changed(self, dispatch: Dispatch) -> dict[str, Any] | None:
         """root/configChanged from a client: unknown keys refused by name, the rest applied."""
@@ -160,15 +223,10 @@ class ProtocolService:
         declared = root.get("config", {}).get("schema", {}).get("properties", {})
         unknown = sorted(key for key in config if key not in declared)
         problems = []
-        for key in sorted(BYTE_BUDGET_KEYS & set(config)):
-            value = config[key]
-            ceiling = BYTE_BUDGET_CEILINGS[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < MIB:
-                problems.append(f"{key} must be a number of bytes of at least {MIB} (1 MiB)")
-            elif value > ceiling:
-                problems.append(
-                    f"{key} may not exceed {ceiling} ({ceiling // MIB} MiB), this host's ceiling"
-                )
+        for key in sorted(set(config) & set(self.config_bounds)):
+            problem = number_problem(key, config[key], self.config_bounds[key])
+            if problem is not None:
+                problems.append(problem)
         if problems:
             raise Refused("; ".join(problems))
         if unknown and len(unknown) == len(config):

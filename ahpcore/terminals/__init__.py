@@ -8,7 +8,19 @@ started host when a port is present.
 
 from __future__ import annotations
 
-from ahpcore.terminals.output import DEFAULT_SCROLLBACK_BYTES, SCROLLBACK_KEY
+from ahpcore.terminals.output import (
+    DEFAULT_SCROLLBACK_BYTES,
+    MAX_SCROLLBACK_BYTES,
+    MIN_SCROLLBACK_BYTES,
+    SCROLLBACK_KEY,
+)
 from ahpcore.terminals.service import TerminalService, install
 
-__all__ = ["DEFAULT_SCROLLBACK_BYTES", "SCROLLBACK_KEY", "TerminalService", "install"]
+__all__ = [
+    "DEFAULT_SCROLLBACK_BYTES",
+    "MAX_SCROLLBACK_BYTES",
+    "MIN_SCROLLBACK_BYTES",
+    "SCROLLBACK_KEY",
+    "TerminalService",
+    "install",
+]

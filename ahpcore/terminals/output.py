@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 SCROLLBACK_KEY = "terminalScrollbackBytes"
 DEFAULT_SCROLLBACK_BYTES = 1 << 20
 MIN_SCROLLBACK_BYTES = 64 << 10
+#: Any client may set the key, and each of the host's terminals keeps this much
+#: (every frame of output also copies what is kept): a ceiling the client cannot lift.
+MAX_SCROLLBACK_BYTES = 8 << 20
 #: Output waits at most this long to join a frame.
 FRAME_INTERVAL = 0.016
 #: A frame is sent as soon as this much output is waiting.
@@ -35,9 +38,22 @@ def _text_key(part: Mapping[str, Any]) -> str:
     return "output" if part.get("type") == "command" else "value"
 
 
+def _utf8_size(text: str) -> int:
+    # isascii() is a flag CPython keeps on each string: most output is counted
+    # without encoding a copy of it.
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def _size(part: Mapping[str, Any]) -> int:
     text = part.get(_text_key(part))
-    return len(text.encode("utf-8")) if isinstance(text, str) else 0
+    return _utf8_size(text) if isinstance(text, str) else 0
+
+
+def _without_first_bytes(text: str, count: int) -> str:
+    """``text`` less its first ``count`` UTF-8 bytes (a character cut in two is dropped)."""
+    if text.isascii():
+        return text[count:]
+    return text.encode("utf-8")[count:].decode("utf-8", "ignore")
 
 
 def trim_content(content: list[Any], cap: int) -> tuple[list[Any], int]:
@@ -55,8 +71,7 @@ def trim_content(content: list[Any], cap: int) -> tuple[list[Any], int]:
     if kept and excess > 0:
         part = kept[0]
         key = _text_key(part)
-        cut = part[key].encode("utf-8")[excess:].decode("utf-8", "ignore")
-        kept[0] = {**part, key: cut}
+        kept[0] = {**part, key: _without_first_bytes(part[key], excess)}
     return kept, sum(_size(part) for part in kept if isinstance(part, Mapping))
 
 

@@ -35,6 +35,7 @@ from ahpcore.protocol.errors import (
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
+    MAX_SCROLLBACK_BYTES,
     MIN_SCROLLBACK_BYTES,
     SCROLLBACK_KEY,
     TerminalFeed,
@@ -123,12 +124,15 @@ class TerminalService:
         self.host.spawn(supervised)
 
     def scrollback_cap(self) -> int:
-        """``terminalScrollbackBytes``; a value that is not a number of at least 64 KiB reads as the default."""
+        """``terminalScrollbackBytes``, at most its ceiling; a value that is not a number of
+        at least 64 KiB reads as the default."""
         values = self.engine.root.state.get("config", {}).get("values", {})
         pushed = values.get(SCROLLBACK_KEY)
         number = isinstance(pushed, (int, float)) and not isinstance(pushed, bool)
         if number and pushed >= MIN_SCROLLBACK_BYTES:
-            return int(pushed)
+            # Refused past the ceiling on the way in; a value put in the state some
+            # other way still cannot lift it.
+            return int(min(pushed, MAX_SCROLLBACK_BYTES))
         return DEFAULT_SCROLLBACK_BYTES
 
     def apply(self, terminal: LiveTerminal, action: dict[str, Any]) -> None:

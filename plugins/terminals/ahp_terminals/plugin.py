@@ -59,7 +59,12 @@ def ahp_terminals(host: Host) -> PtyTerminals:
 
 @hookimpl
 def ahp_root_config(host: Host) -> dict[str, Any]:
-    from ahpcore.terminals import DEFAULT_SCROLLBACK_BYTES, SCROLLBACK_KEY
+    from ahpcore.terminals import (
+        DEFAULT_SCROLLBACK_BYTES,
+        MAX_SCROLLBACK_BYTES,
+        MIN_SCROLLBACK_BYTES,
+        SCROLLBACK_KEY,
+    )
 
     return {
         SCROLLBACK_KEY: {
@@ -67,8 +72,10 @@ def ahp_root_config(host: Host) -> dict[str, Any]:
             "title": "Terminal scrollback bytes",
             "description": (
                 "How much of a terminal's output the host keeps for clients that "
-                "subscribe later; older output is dropped. At least 64 KiB."
+                "subscribe later; older output is dropped. At least 64 KiB, at most 8 MiB."
             ),
             "default": DEFAULT_SCROLLBACK_BYTES,
+            "minimum": MIN_SCROLLBACK_BYTES,
+            "maximum": MAX_SCROLLBACK_BYTES,
         }
     }
