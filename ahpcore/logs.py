@@ -16,7 +16,24 @@ import sys
 
 #: Characters that would let one log message pass for several, or repaint a terminal.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_TOKEN = re.compile(r"(?i)((?:token|tkn)=|bearer\s+)[^\s&\"'<>]+")
+
+
+def _any_spelling(word: str) -> str:
+    """A pattern for ``word`` with any of its characters percent-encoded, once or more.
+
+    The host takes a token only from names spelled plainly, but a line may still
+    carry ``tok%65n=<token>`` (a client that encodes, a guess): redacted all the same.
+    """
+    return "".join(
+        f"(?:{re.escape(c)}|%(?:25)*(?:{ord(c.lower()):02x}|{ord(c.upper()):02x}))" for c in word
+    )
+
+
+_TOKEN = re.compile(
+    rf"(?i)((?:{_any_spelling('token')}|{_any_spelling('tkn')})(?:=|%(?:25)*3d)"
+    rf"|{_any_spelling('bearer')}(?:\s|\+|%(?:25)*20)+)"
+    r"[^\s&\"'<>]+"
+)
 REDACTED = "[redacted]"
 
 LEVELS = ("debug", "info", "warning", "error")

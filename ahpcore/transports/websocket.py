@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, broadcast, serve, unix_serve
 from websockets.exceptions import ConnectionClosed
@@ -221,15 +221,33 @@ def _sending_whole(connection: ServerConnection) -> bool:
     return getattr(connection, "send_in_progress", True) is None
 
 
-def token_of(request: Request) -> str | None:
-    """The connection token a request carries: ``?token=``, ``?tkn=`` or ``Authorization: Bearer``.
+#: The query names a token is taken from, compared as sent (``tkn`` is how VS Code
+#: spells it when it builds an agent host's address).
+TOKEN_NAMES = ("token", "tkn")
 
-    ``tkn`` is how VS Code spells it when it builds an agent host's address.
+
+def _query_token(query: str) -> str | None:
+    """The first non-empty ``token=`` (else ``tkn=``) value in a raw query string.
+
+    Names are compared before any percent-decoding: a decoding parser would also
+    take ``tok%65n=``, a spelling the log's redaction and any proxy's may miss.
     """
-    query = parse_qs(urlsplit(request.path).query)
-    for name in ("token", "tkn"):
-        if query.get(name):
-            return query[name][0]
+    found: dict[str, str] = {}
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        if eq and value and name in TOKEN_NAMES:
+            found.setdefault(name, unquote_plus(value))
+    for name in TOKEN_NAMES:
+        if name in found:
+            return found[name]
+    return None
+
+
+def token_of(request: Request) -> str | None:
+    """The connection token a request carries: ``?token=``, ``?tkn=`` or ``Authorization: Bearer``."""
+    offered = _query_token(urlsplit(request.path).query)
+    if offered is not None:
+        return offered
     authorization = request.headers.get("Authorization", "")
     scheme, _, value = authorization.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
