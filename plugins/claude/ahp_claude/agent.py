@@ -96,11 +96,15 @@ class ClaudeAgent:
         self._turn: Turn | None = None
         self._one_turn = anyio.Lock()
         self._started = False
+        # A fork's source: its costs and model carry over (kept by Backend.start, which
+        # has loaded the owners already: no file is read here).
+        owner = backend.owners.get(self.session_id)
+        forked = start.fork_from[0] if start.fork_from else None
+        if forked is None and owner is not None and owner.fork_of is not None:
+            forked = owner.fork_of[0]
         #: The CLI's running cost total when the last turn ended: it reports a session's
         #: total (carried across resumes), and a turn's usage is that turn's share.
-        self._cost_total = backend.cost_total(
-            self.session_id, *((start.fork_from[0],) if start.fork_from else ())
-        )
+        self._cost_total = backend.cost_total(self.session_id, *((forked,) if forked else ()))
         self._first_turn = True
         self.model: str | None = None
         self.stderr: list[str] = []
@@ -124,9 +128,7 @@ class ClaudeAgent:
             self.model_meta.chosen(start.config["model"])
         else:
             # What the session last ran on, until its CLI says what it runs on now.
-            kept = backend.last_model(
-                self.session_id, *((start.fork_from[0],) if start.fork_from else ())
-            )
+            kept = backend.last_model(self.session_id, *((forked,) if forked else ()))
             if kept is None:
                 self.model_meta.chosen(None)
             else:
@@ -138,17 +140,27 @@ class ClaudeAgent:
         directories = [to_path(d) for d in start.working_directories] or [str(self.backend.home)]
         config = start.config
         resume: dict[str, Any] = {}
-        if start.fork_from is not None:
+        written = self.backend.transcript_path(self.session_id) is not None
+        # Where a fork began is kept (Backend.start): a fork whose CLI wrote nothing before
+        # it stopped forks again, rather than starting a conversation with no history.
+        owner = self.backend.owners.get(self.session_id)
+        fork_of = owner.fork_of if owner is not None and not written else None
+        if fork_of is None and start.fork_from is not None:
             source, turn_id = start.fork_from
-            resume = {
-                "resume": source,
-                "fork_session": True,
-                "session_id": self.session_id,
-                "resume_session_at": self.backend.fork_point(
+            fork_of = (
+                source,
+                self.backend.fork_point(
                     source, start.references.get(turn_id) or entry_uuid(source, turn_id), turn_id
                 ),
+            )
+        if fork_of is not None:
+            resume = {
+                "resume": fork_of[0],
+                "fork_session": True,
+                "session_id": self.session_id,
+                "resume_session_at": fork_of[1],
             }
-        elif start.resume and self.backend.transcript_path(self.session_id) is not None:
+        elif start.resume and written:
             resume = {"resume": self.session_id}
         else:
             resume = {"session_id": self.session_id}

@@ -9,13 +9,16 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from ahp_claude import customizations, model_meta, shell, transcripts
 from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
+from ahp_claude.owners import ChatOwners
 from ahp_claude.probe import Watcher, run_probe, session_model
 from ahpcore.sessions.contract import (
     Abilities,
@@ -85,6 +88,7 @@ class ClaudeBackend:
         probe: bool = True,
         watch: bool = True,
         sandbox: str = "default",
+        kept_record: Callable[[str], Awaitable[Mapping[str, Any] | None]] | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.spawn = spawn
@@ -93,9 +97,13 @@ class ClaudeBackend:
         self.config_dir = config_dir(self.env)
         self.home = Path(self.env.get("HOME") or os.environ.get("HOME") or Path.home())
         self.index = TranscriptIndex(self.config_dir / "projects", state_dir / "catalogue.sqlite")
+        #: Transcripts that hold a chat of another session: never listed as sessions.
+        self.owners = ChatOwners(state_dir / "chats.json")
+        #: The host's own record of a session, by its id (None when it keeps none).
+        self.kept_record = kept_record
         self.notifier: BackendNotifier | None = None
         self._rows: dict[Row, CatalogueRow] = {}
-        self._listed: tuple[tuple[int, str | None], list[CatalogueRow]] | None = None
+        self._listed: tuple[tuple[int, int, str | None], list[CatalogueRow]] | None = None
         self._probe, self._watch = probe, watch
         if sandbox not in SANDBOX_PRESETS:
             raise ValueError(
@@ -169,8 +177,10 @@ class ClaudeBackend:
         # (sessions_changed) hears of it.
         tell = getattr(notifier, "sessions_changed", None)
         if fresh and tell is not None:
-            ids = [row.session_id for row in fresh]
-            self._on_loop(lambda: tell(ids))
+            owned = self.owners.owned()
+            ids = [row.session_id for row in fresh if row.session_id not in owned]
+            if ids:
+                self._on_loop(lambda: tell(ids))
 
     # -- what the root lists ------------------------------------------------------------
     def agents(self) -> Sequence[Mapping[str, Any]]:
@@ -212,12 +222,42 @@ class ClaudeBackend:
     async def start(self, start: ChatStart) -> ClaudeAgent:
         from ahp_claude.agent import ClaudeAgent
 
+        await anyio.to_thread.run_sync(self._note_owner, start)
         agent = ClaudeAgent(self, start, self.spawn)
         self.live[start.backend_id] = agent
         if self.server_info:
             # What the boot probe learned, until this session's own CLI answers.
             agent.custom.publish()
         return agent
+
+    def _note_owner(self, start: ChatStart) -> None:
+        """Keep whose chat this CLI session is before the CLI writes a line of it: a chat's
+        transcript listed as a session could be reopened and disposed, and its history lost."""
+        if "/" in start.backend_id:
+            return  # a subagent's chat: its history is in its parent's transcript
+        if start.backend_id == start.session_id:
+            # A session's own chat (a chat moved out to a session of its own, too).
+            self.owners.release(start.backend_id)
+            return
+        fork_of = None
+        if start.fork_from is not None:
+            fork_of = self._fork_origin(*start.fork_from, start.references)
+        self.owners.claim(start.backend_id, start.session_id, fork_of)
+
+    def _fork_origin(
+        self, source: str, turn_id: str, references: Mapping[str, str]
+    ) -> tuple[str, str | None]:
+        """The transcript a fork at ``turn_id`` of ``source`` continues, and the entry."""
+        # A fork of a fork whose CLI wrote nothing yet forks what that one forked.
+        for _ in range(100):
+            if self.transcript_path(source) is not None:
+                break
+            kept = self.owners.get(source)
+            if kept is None or kept.fork_of is None:
+                break
+            source = kept.fork_of[0]
+        known = references.get(turn_id) or entry_uuid(source, turn_id)
+        return source, self.fork_point(source, known, turn_id)
 
     def transcript_path(self, session_id: str) -> Path | None:
         # Never load the whole index for one path: a fresh host may not have read it yet.
@@ -336,9 +376,12 @@ class ClaudeBackend:
     def _listing(self, directory: str | None) -> list[CatalogueRow]:
         """Every row (of one directory), newest first; kept until the index changes."""
         rows = self.index.rows()
-        key = (self.index.version, directory)
+        key = (self.index.version, self.owners.version, directory)
         if self._listed is not None and self._listed[0] == key:
             return self._listed[1]
+        owned = self.owners.owned()
+        if owned:
+            rows = [row for row in rows if row.session_id not in owned]
         if directory is not None:
             wanted = to_path(directory)
             rows = [row for row in rows if row.cwd == wanted]
@@ -346,16 +389,46 @@ class ClaudeBackend:
         self._listed = (key, made)
         return made
 
-    def lookup(self, session_id: str) -> CatalogueRow | None:
+    async def lookup(self, session_id: str) -> CatalogueRow | None:
+        row, owned = await anyio.to_thread.run_sync(self._lookup, session_id)
+        if row is not None and owned and not await self._own_session(session_id):
+            return None  # a chat of another session: reopened only through that session
+        return row
+
+    def _lookup(self, session_id: str) -> tuple[CatalogueRow | None, bool]:
         row = self.index.lookup(session_id)
-        return self._row(row) if row is not None and row.title is not None else None
+        if row is None or row.title is None:
+            return None, False
+        return self._row(row), self.owners.session_of(session_id) is not None
+
+    async def _own_session(self, backend_id: str) -> bool:
+        """Whether the host keeps ``backend_id`` as a session of its own (a chat moved out
+        to a new session is one before its CLI next starts)."""
+        if self.kept_record is None:
+            return False
+        record = await self.kept_record(backend_id) or {}
+        return any(
+            isinstance(chat, Mapping) and chat.get("backendId") == backend_id
+            for chat in record.get("chats") or ()
+        )
 
     def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
         path = self.transcript_path(backend_id)
-        if path is None:
-            return False
-        entries = transcripts.read_entries(path)
         sidecar = self.sidecar(backend_id)
+        owner = self.owners.get(backend_id)
+        fork_of = owner.fork_of if owner is not None else None
+        if fork_of is not None:
+            # The turns a fork carried over are known by the ids its source gave them.
+            source = self.sidecar(fork_of[0])
+            sidecar = {kind: {**source[kind], **sidecar[kind]} for kind in sidecar}
+        if path is not None:
+            entries = transcripts.read_entries(path)
+        elif fork_of is not None and (source_path := self.transcript_path(fork_of[0])):
+            # A fork whose CLI has not written yet: what it continues is its source's, so far.
+            path = source_path
+            entries = transcripts.up_to(transcripts.read_entries(path), fork_of[1])
+        else:
+            return False
         transcripts.rebuild(
             entries, reader, sidecar["calls"], sidecar["turns"], path=path, ended=sidecar["ended"]
         )
@@ -363,6 +436,7 @@ class ClaudeBackend:
 
     def delete(self, backend_id: str) -> None:
         path = self.transcript_path(backend_id)
+        self.owners.forget(backend_id)
         self._sidecar_path(backend_id).unlink(missing_ok=True)
         if path is not None:
             path.unlink(missing_ok=True)

@@ -10,7 +10,7 @@ Environment:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ahp_claude.backend import ClaudeBackend
@@ -25,7 +25,13 @@ def backend_for(host: Host, env: dict[str, str] | None = None, **options: Any) -
     def spawn(function: Callable[..., Any], *args: Any, name: str | None = None) -> None:
         host.spawn(function, *args, name=name)
 
-    return ClaudeBackend(host.settings.state_dir / "claude", spawn, env=env, **options)
+    async def kept_record(session_id: str) -> Mapping[str, Any] | None:
+        store = getattr(host, "session_store", None)
+        return await store.get(session_id) if store is not None else None
+
+    return ClaudeBackend(
+        host.settings.state_dir / "claude", spawn, env=env, kept_record=kept_record, **options
+    )
 
 
 def _on(name: str) -> bool:

@@ -150,6 +150,16 @@ def _turn_span(entries: list[dict[str, Any]], *ids: str) -> tuple[int, int] | No
     return (start, len(entries) - 1) if start is not None else None
 
 
+def up_to(entries: list[dict[str, Any]], last: str | None) -> list[dict[str, Any]]:
+    """The entries up to the one whose uuid is ``last`` (all of them for None)."""
+    if last is None:
+        return entries
+    for index, entry in enumerate(entries):
+        if entry.get("uuid") == last:
+            return entries[: index + 1]
+    return entries
+
+
 def turn_end_uuid(path: Path, *ids: str) -> str | None:
     entries = read_entries(path)
     span = _turn_span(entries, *ids)

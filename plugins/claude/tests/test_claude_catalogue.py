@@ -115,7 +115,7 @@ async def test_a_transcript_written_elsewhere_reaches_the_index_as_it_appears(
             await heard.session_seen.wait()
         assert heard.sessions == [SESSION]
         assert backend.index.watched
-        row = backend.lookup(SESSION)
+        row = await backend.lookup(SESSION)
         assert row is not None and row.title == "from a terminal"
         assert row.working_directories == (tmp_path.as_uri(),)
     finally:
