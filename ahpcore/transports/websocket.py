@@ -13,6 +13,7 @@ host on a loopback bind, is refused 403 (see docs/security.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hmac
 import ipaddress
@@ -327,49 +328,97 @@ class Gate:
         return host is None or is_loopback_name(_host_name(host))
 
 
-class FailureThrottle:
-    """Slows a peer that keeps offering wrong tokens.
+#: The one key every loopback address shares (see ``address_key``).
+LOOPBACK = "loopback"
 
-    The first few mistakes are free (a client with a stale token retries); after
-    them each refusal from that address waits twice as long as the last, one at
-    a time, up to ``cap`` seconds. A right token clears the address's record.
+
+def address_key(address: str) -> str:
+    """Who a peer address is, for limits kept per address.
+
+    All of loopback (127.0.0.0/8, ``::1``, ``::ffff:127.x.y.z``) is one: any local
+    process may bind any of its 16 million source addresses. An IPv6 address is
+    its /64, the block one subscriber is usually given whole.
+    """
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return address  # "unix", or a name
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if ip.is_loopback:
+        return LOOPBACK
+    if isinstance(ip, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
+#: The record of wrong tokens from every address together.
+_EVERYONE = "*"
+
+
+class FailureThrottle:
+    """Slows peers that keep offering wrong tokens, per address and host-wide.
+
+    From one address (``address_key``) the first ``free`` mistakes are free (a
+    client with a stale token retries); after them each refusal to that address
+    waits twice as long as the last, one at a time, up to ``cap`` seconds. The
+    same holds for all addresses together past ``host_free`` mistakes, so
+    guesses spread over many addresses are slowed as well. A right token clears
+    its address's record, never the host-wide one.
     """
 
     def __init__(
-        self, free: int = 5, base: float = 0.25, cap: float = 5.0, forget_after: float = 600.0
+        self,
+        free: int = 5,
+        base: float = 0.25,
+        cap: float = 5.0,
+        forget_after: float = 600.0,
+        host_free: int = 50,
     ) -> None:
         self.free, self.base, self.cap, self.forget_after = free, base, cap, forget_after
+        self.host_free = host_free
         self._failures: dict[str, tuple[int, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    def delay_for(self, peer: str) -> float:
-        count, last = self._failures.get(peer, (0, 0.0))
-        if time.monotonic() - last > self.forget_after:
-            count = 0
-        if count < self.free:
+    def _count(self, key: str) -> int:
+        count, last = self._failures.get(key, (0, 0.0))
+        return 0 if time.monotonic() - last > self.forget_after else count
+
+    def _delay(self, count: int, free: int) -> float:
+        if count < free:
             return 0.0
-        return min(self.cap, self.base * 2 ** (count - self.free))
+        return min(self.cap, self.base * 2 ** min(count - free, 64))
+
+    def delay_for(self, peer: str) -> float:
+        """How long the next wrong token from ``peer`` will wait."""
+        own = self._delay(self._count(address_key(peer)), self.free)
+        return max(own, self._delay(self._count(_EVERYONE), self.host_free))
 
     async def failed(self, peer: str) -> None:
-        delay = self.delay_for(peer)
-        count, last = self._failures.get(peer, (0, 0.0))
-        if time.monotonic() - last > self.forget_after:
-            count = 0
-        self._failures[peer] = (count + 1, time.monotonic())
+        key = address_key(peer)
+        own = self._delay(self._count(key), self.free)
+        everyone = self._delay(self._count(_EVERYONE), self.host_free)
+        now = time.monotonic()
+        self._failures[key] = (self._count(key) + 1, now)
+        self._failures[_EVERYONE] = (self._count(_EVERYONE) + 1, now)
         if len(self._failures) > _MAX_TRACKED_PEERS:  # forget the stalest half
-            for stale in sorted(self._failures, key=lambda p: self._failures[p][1])[
-                : _MAX_TRACKED_PEERS // 2
-            ]:
+            stalest = sorted(self._failures, key=lambda p: self._failures[p][1])
+            for stale in [p for p in stalest if p != _EVERYONE][: _MAX_TRACKED_PEERS // 2]:
                 self._failures.pop(stale, None)
                 self._locks.pop(stale, None)
-        if delay > 0:
-            # One refusal at a time per address: parallel guesses queue behind each other.
-            lock = self._locks.setdefault(peer, asyncio.Lock())
-            async with lock:
-                await asyncio.sleep(delay)
+        if own <= 0 and everyone <= 0:
+            return
+        # One refusal at a time per address (and host-wide once that is slowed):
+        # parallel guesses queue behind each other.
+        async with contextlib.AsyncExitStack() as held:
+            for lock_key, delay in ((key, own), (_EVERYONE, everyone)):
+                if delay > 0:
+                    await held.enter_async_context(self._locks.setdefault(lock_key, asyncio.Lock()))
+            await asyncio.sleep(max(own, everyone))
 
     def succeeded(self, peer: str) -> None:
-        self._failures.pop(peer, None)
+        key = address_key(peer)
+        self._failures.pop(key, None)
 
 
 _MAX_TRACKED_PEERS = 4096
