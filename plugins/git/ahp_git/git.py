@@ -17,8 +17,24 @@ import anyio
 
 Arg = str | bytes
 
-#: Options every call carries: pathspecs are literal (a file named ``*`` is that file).
-_BASE: tuple[str, ...] = ("--literal-pathspecs", "-c", "core.quotepath=false")
+#: Options every call carries: pathspecs are literal (a file named ``*`` is that file), and
+#: no program the repository's config names runs on the host's behalf (a client able to
+#: write ``.git/config`` could otherwise have every ``git status`` run its program).
+#: ``-c`` reaches submodules too: git passes it on in ``GIT_CONFIG_PARAMETERS``.
+_BASE: tuple[str, ...] = (
+    "--no-pager",
+    "--literal-pathspecs",
+    "-c",
+    "core.quotepath=false",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.pager=cat",
+)
+#: Added unless a call says ``hooks=True``: only what a user asked for runs the user's hooks.
+_NO_HOOKS: tuple[str, ...] = ("-c", f"core.hooksPath={os.devnull}")
+#: Taken out of the environment git runs in: a diff program that is not git's own.
+_UNSET = ("GIT_EXTERNAL_DIFF",)
 
 
 class GitError(Exception):
@@ -45,19 +61,33 @@ async def run(
     env: Mapping[str, str] | None = None,
     check: bool = True,
     stdin: bytes | None = None,
+    hooks: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``git <args>`` in ``cwd``, off the event loop; GitError when it fails."""
+    """``git <args>`` in ``cwd``, off the event loop; GitError when it fails.
+
+    ``hooks``: run the repository's hooks, for what the user asked for (a commit);
+    the host's own reading and bookkeeping runs none.
+    """
     exe = git_executable()
     if exe is None:
         raise GitMissing("git is not installed on this machine (no 'git' on PATH)")
-    full_env = dict(os.environ)
+    full_env = {k: v for k, v in os.environ.items() if k not in _UNSET}
     # Nothing may stop to ask a person on a terminal that is not there.
-    full_env.update({"GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"})
+    full_env.update(
+        {
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_OPTIONAL_LOCKS": "0",
+            "GIT_PAGER": "cat",
+            "PAGER": "cat",
+            "LC_ALL": "C",
+        }
+    )
     if env:
         full_env.update(env)
+    options = _BASE if hooks else _BASE + _NO_HOOKS
     try:
         done = await anyio.run_process(
-            [exe, *_BASE, *args], cwd=cwd, env=full_env, check=False, input=stdin
+            [exe, *options, *args], cwd=cwd, env=full_env, check=False, input=stdin
         )
     except FileNotFoundError as exc:
         raise GitError(f"cannot run git in {os.fsdecode(cwd)}: {exc.strerror}") from None

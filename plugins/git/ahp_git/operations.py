@@ -4,6 +4,9 @@ What is offered depends on the scope: the uncommitted changeset commits,
 stages, unstages and discards (and checks out on a session nobody has spoken
 in); a turn's or the session's changeset reverts a file to what the agent
 found. Everything is disabled while a turn runs.
+
+What the user asks for here (a commit, a checkout, a stash) runs the
+repository's hooks, as git would; the reading around it runs none.
 """
 
 from __future__ import annotations
@@ -221,13 +224,13 @@ class Invocation:
             if entry.xy[1] != ".":
                 # The target as the tree has it, untracked or deleted too.
                 await self.repo.run("add", "-A", "--", targets[0])
-            await self.repo.run("commit", "-q", "--only", "-m", message, "--", *paths)
+            await self.repo.run("commit", "-q", "--only", "-m", message, "--", *paths, hooks=True)
             return f"Committed {_name(targets[0])}"
         if not status.entries:
             raise ProtocolError(INVALID_PARAMS, "nothing to commit in this changeset")
         if not any(e.xy[0] not in (".", "?") for e in status.entries):
             await self.repo.run("add", "-A", "--", self.repo.pathspec)
-        await self.repo.run("commit", "-q", "-m", message)
+        await self.repo.run("commit", "-q", "-m", message, hooks=True)
         return f"Committed as '{message.splitlines()[0]}'"
 
     async def _discard(self) -> str:
@@ -302,10 +305,12 @@ class Invocation:
         if status.entries:
             action = self.meta.get("preCheckoutAction")
             if action == "stash":
-                await self.repo.run("stash", "push", "-u", "-q", "-m", f"before checkout {treeish}")
+                await self.repo.run(
+                    "stash", "push", "-u", "-q", "-m", f"before checkout {treeish}", hooks=True
+                )
             elif action == "commit":
                 await self.repo.run("add", "-A", "--", ".")
-                await self.repo.run("commit", "-q", "-m", self._message())
+                await self.repo.run("commit", "-q", "-m", self._message(), hooks=True)
             else:
                 raise ProtocolError(
                     INVALID_PARAMS,
@@ -313,7 +318,7 @@ class Invocation:
                     "say _meta.preCheckoutAction 'stash' or 'commit'",
                     {"reason": "dirtyWorkingTree"},
                 )
-        await self.repo.run("checkout", "-q", treeish, "--")
+        await self.repo.run("checkout", "-q", treeish, "--", hooks=True)
         return f"Checked out {treeish}"
 
 

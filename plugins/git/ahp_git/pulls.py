@@ -143,12 +143,12 @@ async def create(
     if branch == base:
         # The work goes on a branch of its own, not onto the base.
         branch = re.sub(r"[^A-Za-z0-9._/-]+", "-", title.lower()).strip("-")[:40] or "ahp-changes"
-        await repo.run("switch", "-q", "-c", branch)
+        await repo.run("switch", "-q", "-c", branch, hooks=True)
     status = await repo.status()
     if status.entries:
         await repo.run("add", "-A", "--", repo.pathspec)
-        await repo.run("commit", "-q", "-m", title)
-    await repo.run("push", "-q", "-u", "origin", f"HEAD:refs/heads/{branch}")
+        await repo.run("commit", "-q", "-m", title, hooks=True)
+    await repo.run("push", "-q", "-u", "origin", f"HEAD:refs/heads/{branch}", hooks=True)
     existing = await _open_request(hub, branch)
     if existing is not None:
         url = existing.get("html_url", "")

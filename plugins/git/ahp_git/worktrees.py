@@ -66,11 +66,12 @@ class GitWorktrees:
         exists = await git.run(
             ["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"], top, check=False
         )
+        # The session asked for this tree: its post-checkout hook runs, as with git itself.
         if exists.returncode == 0:
-            await git.run(["worktree", "add", "-q", path, name], top)
+            await git.run(["worktree", "add", "-q", path, name], top, hooks=True)
         else:
             base = await git.run(["symbolic-ref", "-q", "--short", "HEAD"], top, check=False)
-            await git.run(["worktree", "add", "-q", "-b", name, path, "HEAD"], top)
+            await git.run(["worktree", "add", "-q", "-b", name, path, "HEAD"], top, hooks=True)
             if base.returncode == 0 and base.stdout.strip():
                 # Where VS Code's own git support looks for a branch's base.
                 await git.run(
