@@ -305,6 +305,12 @@ class WorktreesPort(Protocol):
         A tree with somebody's work in it stays (False) unless ``force``."""
         ...
 
+    async def discard(self, tree: str) -> None:
+        """Undo ``create`` for a session that was then refused: the tree goes whatever it
+        holds, and its branch too when ``create`` made it. Best effort; a port without
+        it gets ``remove(tree, force=True)``."""
+        ...
+
 
 @runtime_checkable
 class AutomationStore(Protocol):

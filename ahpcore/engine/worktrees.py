@@ -5,8 +5,10 @@ worktree`` and a plugin provides the worktrees port, the tree is made first
 (told to the client as ``root/progress`` when it passed a progress token),
 and the session starts in it instead of the folder the client named.
 ``worktreeIncludeFiles`` and ``worktreeSymlinkFolders`` are handed to the
-port. On ``disposeSession`` a clean tree is taken off the disk (its branch
-stays) and a tree with work in it is kept. ``install(host)`` wires it.
+port. A session refused after its tree was made leaves no tree and no new
+branch behind (the port's ``discard``). On ``disposeSession`` a clean tree is
+taken off the disk (its branch stays) and a tree with work in it is kept.
+``install(host)`` wires it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote_from_bytes, unquote_to_bytes, urlsplit
+
+import anyio
 
 from ahpcore.engine.clients import Client
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
@@ -51,8 +55,13 @@ class SessionTrees:
         create_inner, dispose_inner = create.handler, dispose.handler
 
         async def create_session(client: Client, params: dict[str, Any]) -> Any:
-            params = await self.isolate(client, params)
-            return await _call(create_inner, client, params)
+            isolated = await self.isolate(client, params)
+            try:
+                return await _call(create_inner, client, isolated)
+            except Exception:
+                if isolated is not params:  # a tree was made for this session, now refused
+                    await self.abandon(isolated)
+                raise
 
         async def dispose_session(client: Client, params: dict[str, Any]) -> Any:
             result = await _call(dispose_inner, client, params)
@@ -97,6 +106,22 @@ class SessionTrees:
             raise ProtocolError(INVALID_PARAMS, f"cannot make a worktree: {exc}") from None
         self.trees[session_id] = tree
         return {**params, "workingDirectories": [_uri(tree), *folders[1:]]}
+
+    async def abandon(self, params: dict[str, Any]) -> None:
+        """Take back the tree made for a session that then was not created."""
+        tree = self.trees.pop(session_id_of(params["channel"]), None)
+        if tree is None:
+            return
+        # Ports from before ``discard`` can at least take the tree off the disk.
+        discard = getattr(self.port, "discard", None)
+        with anyio.CancelScope(shield=True):
+            try:
+                if discard is not None:
+                    await discard(tree)
+                else:
+                    await self.port.remove(tree, force=True)
+            except Exception:
+                log.exception("could not take back the worktree %s", tree)
 
     async def release(self, session: Any) -> None:
         if not isinstance(session, str):

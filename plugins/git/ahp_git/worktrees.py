@@ -9,11 +9,14 @@ linked is decided by git itself (``ls-files --ignored`` with the patterns as
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+import anyio
 import anyio.to_thread
 
 from ahp_git import git
@@ -32,9 +35,22 @@ def patterns_of(value: str | Sequence[str] | None) -> list[str]:
     return [item.strip() for item in items if isinstance(item, str) and item.strip()]
 
 
+@dataclass(frozen=True)
+class _Made:
+    """A tree ``create`` made: enough to take it back."""
+
+    top: bytes
+    path: bytes
+    branch: str
+    #: The branch was made with the tree; one that was there before is not the host's.
+    new_branch: bool
+
+
 class GitWorktrees:
     def __init__(self, root: str | None = None) -> None:
         self.root = root
+        #: Tree path -> how it was made, until it is removed or discarded.
+        self._made: dict[str, _Made] = {}
 
     def place(self, top: bytes, name: str) -> bytes:
         if self.root:
@@ -61,13 +77,40 @@ class GitWorktrees:
         path = self.place(top, name)
         if os.path.lexists(path):
             raise ValueError(f"{os.fsdecode(path)} already exists")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        parent = os.path.dirname(path)
+        made_parent = not os.path.isdir(parent)
+        os.makedirs(parent, exist_ok=True)
         say(f"creating a worktree on branch {name}")
         exists = await git.run(
             ["rev-parse", "--verify", "--quiet", f"refs/heads/{name}"], top, check=False
         )
+        made = _Made(top, path, name, new_branch=exists.returncode != 0)
+        try:
+            await self._make(made, symlink, include, say)
+        except BaseException as exc:
+            # Half a tree is no use to anyone: it goes, with the branch made for it.
+            with anyio.CancelScope(shield=True):
+                await self._undo(made)
+                if made_parent:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(parent)  # only when empty
+            if isinstance(exc, git.GitError):
+                raise ValueError(exc.message) from None
+            raise
+        self._made[os.fsdecode(path)] = made
+        say("worktree ready")
+        return os.fsdecode(path)
+
+    async def _make(
+        self,
+        made: _Made,
+        symlink: str | Sequence[str] | None,
+        include: str | Sequence[str] | None,
+        say: Progress,
+    ) -> None:
+        top, path, name = made.top, made.path, made.branch
         # The session asked for this tree: its post-checkout hook runs, as with git itself.
-        if exists.returncode == 0:
+        if not made.new_branch:
             await git.run(["worktree", "add", "-q", path, name], top, hooks=True)
         else:
             base = await git.run(["symbolic-ref", "-q", "--short", "HEAD"], top, check=False)
@@ -86,8 +129,29 @@ class GitWorktrees:
         if files:
             say("copying git-ignored files")
             await self._copy(top, path, files)
-        say("worktree ready")
-        return os.fsdecode(path)
+
+    async def discard(self, tree: str) -> None:
+        """Undo ``create`` for a session that was then not made: the tree goes whatever it
+        holds, and its branch with it when ``create`` made the branch. A tree this port
+        did not make is left alone."""
+        made = self._made.pop(tree, None)
+        if made is not None:
+            await self._undo(made)
+
+    async def _undo(self, made: _Made) -> None:
+        """Best effort: each step runs whatever the one before it did. Only git removes the
+        folder: a failed ``worktree add`` cleans up after itself, and a folder git does not
+        know as this tree may be somebody else's."""
+        done = await git.run(
+            ["worktree", "remove", "--force", "--force", made.path], made.top, check=False
+        )
+        if done.returncode != 0 and os.path.lexists(made.path):
+            log.info("worktree: git could not remove %r: %r", made.path, done.stderr)
+        if made.new_branch:
+            # Deleting the branch deletes its config section (the recorded base) too.
+            done = await git.run(["branch", "-D", made.branch], made.top, check=False)
+            if done.returncode != 0:
+                log.info("worktree: cannot delete branch %s: %r", made.branch, done.stderr)
 
     async def _ignored(self, top: bytes, pattern: str, *, folders: bool) -> list[bytes]:
         """Git-ignored paths the pattern matches (folders as ``dir/`` when ``folders``)."""
@@ -156,6 +220,7 @@ class GitWorktrees:
 
     async def remove(self, tree: str, *, force: bool = False) -> bool:
         """Take a clean tree off the disk (its branch stays); a dirty one stays unless forced."""
+        self._made.pop(tree, None)  # past the point of being discarded
         found = await repos.locate(os.fsencode(tree))
         if found is None:
             return False

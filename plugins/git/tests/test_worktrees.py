@@ -139,3 +139,89 @@ async def test_a_session_asking_for_isolation_runs_in_its_own_tree(git_host, rep
         await client.request("disposeSession", {"channel": SESSION})
         assert tree.exists()
         assert f"{SESSION}/changeset/uncommitted" not in running.host.engine.channels
+
+
+def leftovers(repo: Repo) -> tuple[list[bytes], list[bytes], bool]:
+    """(the worktrees git knows, the session branches, whether the trees' folder has any)."""
+    trees = [
+        line
+        for line in repo.git("worktree", "list", "--porcelain").splitlines()
+        if line.startswith(b"worktree ")
+    ]
+    branches = repo.git("branch", "--list", "--format=%(refname:short)", "session-*").split()
+    folder = Path(str(repo.root) + ".worktrees")
+    return trees, branches, folder.exists() and any(folder.iterdir())
+
+
+async def create_isolated(client, repo: Repo, provider: str = "scripted") -> dict:
+    from git_harness import SESSION
+
+    return dict(
+        await client.request_frame(
+            "createSession",
+            {
+                "channel": SESSION,
+                "provider": provider,
+                "workingDirectories": [repo.uri()],
+                "config": {"isolation": "worktree"},
+            },
+        )
+    )
+
+
+async def test_a_session_refused_after_its_tree_was_made_leaves_nothing(
+    git_host, repo: Repo
+) -> None:
+    prepared(repo)
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        # The provider is looked up after the tree is made: the refusal comes later.
+        refused = await create_isolated(client, repo, provider="nobody")
+        assert "error" in refused and "nobody" in refused["error"]["message"]
+        trees, branches, anything = leftovers(repo)
+        assert trees == [b"worktree " + repo.bytes] and branches == [] and not anything
+        assert "session-00000000" not in repo.git("config", "--list").decode()
+        # The same session then starts, in a tree made afresh.
+        made = await create_isolated(client, repo)
+        assert "result" in made, made
+        tree = Path(str(repo.root) + ".worktrees") / "session-00000000"
+        assert (tree / "src/app.txt").exists()
+        # Creating it again is refused, and the live session's tree is not taken back.
+        again = await create_isolated(client, repo)
+        assert "error" in again
+        assert (tree / "src/app.txt").exists()
+        assert repo.git("branch", "--list", "session-*").strip()
+
+
+async def test_a_branch_that_was_there_before_is_kept_when_the_session_fails(
+    git_host, repo: Repo
+) -> None:
+    prepared(repo)
+    repo.git("branch", "session-00000000")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        refused = await create_isolated(client, repo, provider="nobody")
+        assert "error" in refused
+        trees, branches, anything = leftovers(repo)
+        assert trees == [b"worktree " + repo.bytes] and not anything
+        assert branches == [b"session-00000000"]  # not the host's to delete
+
+
+async def test_a_tree_whose_making_fails_half_way_is_taken_back(git_host, repo: Repo) -> None:
+    prepared(repo)
+    # git config cannot write while its lock is held: the step after `worktree add` fails.
+    lock = repo.root / ".git" / "config.lock"
+    lock.write_text("")
+    async with git_host() as (running, _):
+        client = await running.connect()
+        await client.initialize()
+        refused = await create_isolated(client, repo)
+        assert refused["error"]["code"] == -32602, refused
+        assert "worktree" in refused["error"]["message"]
+        trees, branches, anything = leftovers(repo)
+        assert trees == [b"worktree " + repo.bytes] and branches == [] and not anything
+        lock.unlink()
+        made = await create_isolated(client, repo)
+        assert "result" in made, made
