@@ -8,7 +8,6 @@ file, drives a real host over a real connection, and looks for the marker.
 
 from __future__ import annotations
 
-import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -154,4 +153,3 @@ async def test_external_diff_and_textconv_are_not_run(git_host, repo: Repo, tmp_
         assert read == {"data": "one\n", "encoding": "utf-8"}
     assert not external_ran.exists(), external_ran.read_text()
     assert not textconv_ran.exists(), textconv_ran.read_text()
-    assert os.path.exists(repo.root / "file.txt")
