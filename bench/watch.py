@@ -3,7 +3,7 @@
     uv run python bench/watch.py [--files 100000] [--per-dir 100] [--idle 5]
 
 Builds a tree in a temporary folder, starts the ahp-files watcher on it (the
-same ``FileWatch`` a ``createResourceWatch`` runs), waits until it reports a
+same ``open_watch`` a ``createResourceWatch`` runs), waits until it reports a
 change, then measures the process's CPU time (all threads) over an idle window
 and over a burst of writes. Prints figures; asserts nothing.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from ahp_files.watch import FileWatch
+from ahp_files.watch import open_watch
 
 
 def build(root: Path, files: int, per_dir: int) -> int:
@@ -49,10 +49,19 @@ async def main(args: argparse.Namespace) -> None:
             seen.extend(changes)
             arrived.set()
 
-        watch = FileWatch(root.as_uri(), root, True, [], [], emit)
+        class Owner:  # stands for the resources port, whose watchers these are
+            pass
+
         async with anyio.create_task_group() as tasks:
+
+            def spawn(function: Any, *args: Any, name: str | None = None) -> None:
+                tasks.start_soon(function, *args)
+
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            tasks.start_soon(watch.run)
+            params = {"recursive": True}
+            watch = await open_watch(
+                Owner(), spawn, root.as_uri(), root, params, emit, lambda name: False
+            )
             poke = root / "poke.txt"
             for attempt in range(10_000):  # the watcher is ready once a poke comes back
                 poke.write_text(str(attempt))

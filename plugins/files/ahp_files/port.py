@@ -437,20 +437,9 @@ class FilesPort:
     async def watch(self, params: Mapping[str, Any], emit: Callable[[Any], None]) -> FileWatch:
         uri = params["uri"]
         path = self.fence.locate(uri)
-        if not await anyio.to_thread.run_sync(path.exists):
-            raise ProtocolError(NOT_FOUND, f"nothing at {uri} to watch")
         if self._spawn is None:
             raise ProtocolError(INTERNAL_ERROR, "this host runs no background work for watches")
-        from ahp_files.watch import FileWatch
+        from ahp_files.watch import open_watch
 
-        watch = FileWatch(
-            root_uri=uri,
-            root=path,
-            recursive=bool(params.get("recursive", False)),
-            includes=list((params.get("includes") or {}).get("items") or []),
-            excludes=list((params.get("excludes") or {}).get("items") or []),
-            emit=emit,
-            ignore=is_temp,
-        )
-        self._spawn(watch.run)
-        return watch
+        # Answered once an OS watcher is running for it: never a watch that is dead.
+        return await open_watch(self, self._spawn, uri, path, params, emit, ignore=is_temp)
