@@ -46,9 +46,10 @@ WATCH_SCHEME = "ahp-resource-watch"
 WATCH_KIND = "resourceWatch"
 #: How long a client publishing resources has to answer a forwarded request.
 FORWARD_TIMEOUT = 30.0
-#: Watches one connection may hold at once. Each the host runs costs a thread and
-#: an OS watcher (Linux allows 128 per user by default, shared by every process),
-#: so one client must not be able to take them all.
+#: Watches one connection may hold at once. Each one the host runs filters every
+#: batch of changes in its folder. The OS watchers under them (Linux allows 128
+#: per user by default, shared by every process) are shared by folder and capped
+#: host-wide by the files plugin.
 MAX_WATCHES_PER_CLIENT = 32
 
 #: Protocol method -> the resources port's method serving it.
