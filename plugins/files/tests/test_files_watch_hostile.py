@@ -66,6 +66,18 @@ async def test_a_pattern_built_to_backtrack_does_not_stall_the_host(files_host, 
         assert [f for f in client.frames if changes_on(channel)(f)]
 
 
+async def test_pattern_lists_past_their_bounds_are_refused_naming_them(files_host, tree: Tree):
+    async with files_host() as (running, client):
+        for params, says in [
+            ({"excludes": {"items": ["*.log"] * 65}}, "at most 64"),
+            ({"includes": {"items": ["a" * 1025]}}, "most a pattern may have is 1024"),
+            ({"includes": {"items": ["{a,b}" * 30]}}, "alternatives in includes"),
+        ]:
+            refused = await error_of(client, "createResourceWatch", {"uri": tree.uri(), **params})
+            assert refused["code"] == -32602 and says in refused["message"], refused
+        assert not running.host.resources.watches
+
+
 def inotify_fds() -> int:
     """The OS watchers this process holds (Linux: inotify instances among its fds)."""
     count = 0
