@@ -33,7 +33,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
-from ahp_claude import client_tools, questions, rebuild, shell, tools
+from ahp_claude import client_tools, questions, rebuild, shell, tools, transcripts
 from ahp_claude.background import BackgroundTasks
 from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
@@ -168,7 +168,13 @@ class ClaudeAgent:
         self.shell.update(config.get(shell.KEY))
         effort = config.get("thinkingLevel") or config.get("effort")
         env = self.backend.environment(start.tokens)
+        cli_path = None
+        if self.backend.launcher is not None:
+            # Through a guard that ends the CLI when the host ends, however it ends.
+            cli_path, guarded = self.backend.launcher
+            env = {**env, **guarded}
         return ClaudeAgentOptions(
+            cli_path=cli_path,
             mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
             add_dirs=[*directories[1:]],
@@ -302,18 +308,25 @@ class ClaudeAgent:
             self._on_message(held)
         report.reference(message["uuid"])
         self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
+        self.backend.turn_open(self.session_id, message["uuid"], True)
+        cancelled = False
         try:
             await client.query(one_message(message))
             await running.done.wait()
         except anyio.get_cancelled_exc_class():
-            running.live = False
+            cancelled, running.live = True, False
             with anyio.CancelScope(shield=True):
                 await self._interrupt(client, running)
             raise
         finally:
             self._first_turn = False
+            if running.error is not None and not cancelled:
+                self.backend.record_turn_end(
+                    self.session_id, message["uuid"], {"error": running.error}
+                )
+            # Seen to its end, whichever: only a turn the host never saw end stays open.
+            self.backend.turn_open(self.session_id, message["uuid"], False)
         if running.error is not None:
-            self.backend.record_turn_end(self.session_id, message["uuid"], {"error": running.error})
             raise ClaudeTurnFailed(running.error)
 
     async def _interrupt(self, client: ClaudeSDKClient, running: Turn) -> None:
@@ -448,6 +461,8 @@ class ClaudeAgent:
         if isinstance(message, StreamEvent):
             self._on_event(running, stream, message.event)
         elif isinstance(message, AssistantMessage):
+            if transcripts.is_filler(message.model, message.content):
+                return  # the CLI's stand-in for a cut-off turn's answer, not the model's words
             if message.error == "authentication_failed":
                 running.error = SIGN_IN
             for block in message.content:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from ahp_claude import customizations, model_meta, shell, transcripts
+from ahp_claude import customizations, guard, model_meta, shell, transcripts
 from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.owners import ChatOwners
@@ -52,6 +52,9 @@ def _uri(directory: str) -> str:
 
 
 SANDBOX_PRESETS = ("default", "on", "off")
+
+#: What the sidecar keeps of a session (see ``ClaudeBackend.sidecar``).
+SIDECAR_KINDS = ("calls", "turns", "ended", "open")
 
 
 def config_dir(env: Mapping[str, str]) -> Path:
@@ -123,6 +126,10 @@ class ClaudeBackend:
         self.live: dict[str, ClaudeAgent] = {}
         #: (session id, turn id) -> the transcript uuid its message was stored under.
         self.references: dict[tuple[str, str], str] = {}
+        #: (cli_path, env) that run each CLI under a guard that ends it with the host; None
+        #: until the first chat starts (it loads the SDK), or where no guard can run.
+        self.launcher: tuple[str, dict[str, str]] | None = None
+        self._launcher_sought = False
         self.models: list[dict[str, Any]] = [
             {**model, "provider": PROVIDER} for model in DEFAULT_MODELS
         ]
@@ -141,7 +148,11 @@ class ClaudeBackend:
             self.watcher = Watcher(str(projects), self._transcripts_changed).start()
         if self._probe:
             self.probe_thread = run_probe(
-                self.env, str(self.home), self._probed, stopped=self.stopped
+                self.env,
+                str(self.home),
+                self._probed,
+                stopped=self.stopped,
+                guard_folder=str(self.state_dir / "bin"),
             )
 
     def stop(self) -> None:
@@ -222,13 +233,19 @@ class ClaudeBackend:
     async def start(self, start: ChatStart) -> ClaudeAgent:
         from ahp_claude.agent import ClaudeAgent
 
-        await anyio.to_thread.run_sync(self._note_owner, start)
+        await anyio.to_thread.run_sync(self._prepare, start)
         agent = ClaudeAgent(self, start, self.spawn)
         self.live[start.backend_id] = agent
         if self.server_info:
             # What the boot probe learned, until this session's own CLI answers.
             agent.custom.publish()
         return agent
+
+    def _prepare(self, start: ChatStart) -> None:
+        if not self._launcher_sought:
+            self._launcher_sought = True
+            self.launcher = guard.launcher(str(self.state_dir / "bin"))
+        self._note_owner(start)
 
     def _note_owner(self, start: ChatStart) -> None:
         """Keep whose chat this CLI session is before the CLI writes a line of it: a chat's
@@ -270,20 +287,31 @@ class ClaudeBackend:
 
     def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
         """``{"calls": {call id: decision}, "turns": {entry uuid: turn id},
-        "ended": {entry uuid: how a turn ended, beyond its transcript}}`` of one session."""
+        "ended": {entry uuid: how a turn ended, beyond its transcript},
+        "open": {entry uuid: true while the turn runs}}`` of one session."""
         try:
             known = dict(json.loads(self._sidecar_path(session_id).read_text()))
         except (OSError, ValueError):
             known = {}
-        return {kind: dict(known.get(kind) or {}) for kind in ("calls", "turns", "ended")}
+        return {kind: dict(known.get(kind) or {}) for kind in SIDECAR_KINDS}
 
     def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
+        """Set ``key`` of ``kind`` in the session's sidecar (None removes it)."""
         path = self._sidecar_path(session_id)
         known = self.sidecar(session_id)
-        known[kind][key] = value
+        if value is None:
+            if known[kind].pop(key, None) is None:
+                return
+        else:
+            known[kind][key] = value
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(known))
+            # Whole or not at all: a host killed mid-write keeps the sidecar it had.
+            temporary = path.with_name(f"{path.name}.tmp")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(known))
+            os.replace(temporary, path)
         except OSError:
             # A rebuild then reads less than the live turn showed; the turn itself goes on.
             log.warning("could not keep %s of %s in %s", kind, session_id, path, exc_info=True)
@@ -327,6 +355,12 @@ class ClaudeBackend:
         self.references[(session_id, turn_id)] = entry
         if entry != turn_id:
             self._remember(session_id, "turns", entry, turn_id)
+
+    def turn_open(self, session_id: str, entry: str, running: bool) -> None:
+        """Keep that the turn begun at ``entry`` runs (until ``running`` is False): a turn
+        still open when the host starts again was cut off by the host's end, however the
+        transcript reads (the CLI writes a half-streamed answer as a finished one)."""
+        self._remember(session_id, "open", entry, True if running else None)
 
     def _entry_of(self, session_id: str, turn_id: str) -> str:
         """The transcript uuid of a turn clients know as ``turn_id``."""
@@ -430,7 +464,13 @@ class ClaudeBackend:
         else:
             return False
         transcripts.rebuild(
-            entries, reader, sidecar["calls"], sidecar["turns"], path=path, ended=sidecar["ended"]
+            entries,
+            reader,
+            sidecar["calls"],
+            sidecar["turns"],
+            path=path,
+            ended=sidecar["ended"],
+            cut_off=set(sidecar["open"]),
         )
         return True
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 import threading
@@ -56,10 +57,12 @@ def session_model(model: Mapping[str, Any], provider: str) -> dict[str, Any]:
     return info
 
 
-async def server_info(env: Mapping[str, str], cwd: str) -> dict[str, Any]:
+async def server_info(
+    env: Mapping[str, str], cwd: str, cli_path: str | None = None
+) -> dict[str, Any]:
     from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
-    client = ClaudeSDKClient(ClaudeAgentOptions(env=dict(env), cwd=cwd))
+    client = ClaudeSDKClient(ClaudeAgentOptions(env=dict(env), cwd=cwd, cli_path=cli_path))
     await client.connect()
     try:
         info = dict(await client.get_server_info() or {})
@@ -104,12 +107,15 @@ def run_probe(
     done: Callable[[dict[str, Any]], None],
     delay: float = PROBE_DELAY_SECONDS,
     stopped: threading.Event | None = None,
+    guard_folder: str | None = None,
 ) -> threading.Thread:
     """Ask a CLI what it offers, in a thread, ``delay`` seconds from now; ``done`` gets the
     answer (or nothing on failure). A backend ``stopped`` within the delay asks nothing.
 
     The asking runs in a child Python process: claude-agent-sdk is heavy to load, and
-    a host that never starts a Claude chat should not carry it.
+    a host that never starts a Claude chat should not carry it. That child dies with
+    this thread (the host), and runs its CLI through the guard (``guard_folder``), so
+    no CLI outlives a host killed while it asks.
     """
 
     def probe() -> None:
@@ -118,7 +124,9 @@ def run_probe(
         try:
             answer = subprocess.run(
                 [sys.executable, "-m", "ahp_claude.probe"],
-                input=json.dumps({"env": dict(env), "cwd": cwd}),
+                input=json.dumps(
+                    {"env": dict(env), "cwd": cwd, "guard": guard_folder, "host": os.getpid()}
+                ),
                 capture_output=True,
                 text=True,
                 timeout=PROBE_SECONDS,
@@ -140,8 +148,19 @@ def run_probe(
 
 def _probe_main() -> None:
     """``python -m ahp_claude.probe``: the asked environment and folder on stdin, JSON out."""
+    from ahp_claude import guard
+
     asked = json.load(sys.stdin)
-    info = anyio.run(server_info, asked["env"], asked["cwd"])
+    # The host's thread that started this waits for it: its end is the host's end.
+    guard.die_with_parent()
+    if asked.get("host") and os.getppid() != asked["host"]:
+        sys.exit("the host stopped before the probe began")
+    env, cli_path = dict(asked["env"]), None
+    launcher = guard.launcher(asked["guard"]) if asked.get("guard") else None
+    if launcher is not None:
+        cli_path, guarded = launcher
+        env.update(guarded)
+    info = anyio.run(server_info, env, asked["cwd"], cli_path)
     json.dump(info, sys.stdout)
 
 

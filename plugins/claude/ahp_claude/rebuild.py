@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,12 @@ from ahp_claude.transcripts import INTERRUPTED, prompt_text, read_entries, turns
 from ahpcore.sessions.contract import Approval, Cost, InputAnswer, TranscriptReader, TurnReporter
 
 DENIED = ("denied this tool call", "doesn't want to proceed", "user rejected")
+
+#: How a turn reads that was still running when its host stopped (killed, crashed).
+HOST_STOPPED = (
+    "Interrupted: the host stopped before this turn ended. What it said until then is "
+    "kept; send a message to go on."
+)
 
 _STDOUT = re.compile(r"<local-command-stdout>(.*?)</local-command-stdout>", re.DOTALL)
 
@@ -348,14 +354,16 @@ def rebuild(
     *,
     path: Path | None = None,
     ended: Mapping[str, Mapping[str, Any]] | None = None,
+    cut_off: Collection[str] = (),
 ) -> None:
     """Every turn of a transcript through ``reader``.
 
     ``decisions`` says which calls asked and what the answer was, ``turn_ids``
     names the turns whose id was not their transcript uuid, ``ended`` holds how
     a live turn ended where the transcript does not say (its cost, the model's
-    context window, an error; by the turn's entry uuid), and ``path`` is where the
-    transcript is, so its subagents are found.
+    context window, an error; by the turn's entry uuid), ``cut_off`` names the turns
+    the host never saw end (it stopped first), and ``path`` is where the transcript
+    is, so its subagents are found.
     """
     decisions = decisions or {}
     turn_ids = turn_ids or {}
@@ -379,6 +387,10 @@ def rebuild(
             if known.get("model"):
                 replay.report_usage(known)  # it failed after saying what it spent
             reader.end_turn(state="error", error=str(known["error"]))
+            continue
+        if start_id in cut_off:
+            # What the transcript kept of it stays; how it would have ended nobody knows.
+            reader.end_turn(state="error", error=HOST_STOPPED)
             continue
         if replay.state != "cancelled":
             # A cancelled turn stops listening before the CLI counts what it spent.

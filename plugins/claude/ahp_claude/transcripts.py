@@ -18,6 +18,23 @@ from ahpcore.sessions.contract import TranscriptReader
 
 INTERRUPTED = "[Request interrupted by user"
 
+#: What the CLI writes as the model's answer to a prompt left unanswered when it resumes
+#: a conversation (the turn before was cut off): words nobody said.
+FILLER = "No response requested."
+SYNTHETIC_MODEL = "<synthetic>"
+
+
+def is_filler(model: Any, content: Any) -> bool:
+    """Whether an assistant message is the CLI's stand-in answer, not the model's."""
+    if model != SYNTHETIC_MODEL:
+        return False
+    if isinstance(content, list):
+        texts = [
+            p.get("text") if isinstance(p, Mapping) else getattr(p, "text", None) for p in content
+        ]
+        content = texts[0] if len(texts) == 1 else None
+    return content == FILLER
+
 
 def find(config_dir: Path, session_id: str) -> Path | None:
     projects = config_dir / "projects"
@@ -115,6 +132,11 @@ def turns(
             waiting.append(entry)
         elif found and entry.get("type") in ("assistant", "user", "system"):
             if entry.get("isMeta") or entry.get("isCompactSummary"):
+                continue
+            message = entry.get("message") or {}
+            if entry.get("type") == "assistant" and is_filler(
+                message.get("model"), message.get("content")
+            ):
                 continue
             found[-1][1].extend(waiting)
             waiting = []

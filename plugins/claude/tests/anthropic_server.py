@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import select
+import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +28,8 @@ MODEL = "claude-sonnet-4-5"
 @dataclass
 class Text:
     text: str
+    #: Stop after the first half of the text (the block left open) until this is released.
+    hold: Hold | None = None
 
 
 @dataclass
@@ -45,6 +50,29 @@ class Hold:
 
     release: threading.Event = field(default_factory=threading.Event)
     reached: threading.Event = field(default_factory=threading.Event)
+    #: Set when the client closed the connection while held.
+    closed: threading.Event = field(default_factory=threading.Event)
+
+    def wait(self, connection: socket.socket, seconds: float = 30) -> bool:
+        """Hold until released (True), or until the client hangs up or time is out (False)."""
+        self.reached.set()
+        deadline = time.monotonic() + seconds
+        while not self.release.wait(0.05):
+            if _hung_up(connection):
+                self.closed.set()
+                return False
+            if time.monotonic() > deadline:
+                return True
+        return True
+
+
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the peer closed the connection (it sends nothing more while it waits)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 Block = Text | Thinking | ToolUse | Hold
@@ -139,7 +167,11 @@ class AnthropicServer:
     def script(self, *replies: Reply) -> None:
         with self._lock:
             self.replies.extend(replies)
-            self._holds += [b for r in replies for b in r.blocks if isinstance(b, Hold)]
+            for block in (b for r in replies for b in r.blocks):
+                if isinstance(block, Hold):
+                    self._holds.append(block)
+                elif isinstance(block, Text) and block.hold is not None:
+                    self._holds.append(block.hold)
 
     def main_requests(self) -> list[Recorded]:
         return [r for r in self.requests if r.main]
@@ -223,8 +255,8 @@ class AnthropicServer:
                     for event, data in server._events(item, body):
                         if event == "hold":
                             hold: Hold = data
-                            hold.reached.set()
-                            hold.release.wait(30)
+                            if not hold.wait(self.connection):
+                                return
                             continue
                         self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
                         self.wfile.flush()
@@ -268,7 +300,12 @@ class AnthropicServer:
                 continue
             if isinstance(block, Text):
                 yield from self._block(
-                    index, {"type": "text", "text": ""}, "text_delta", "text", block.text
+                    index,
+                    {"type": "text", "text": ""},
+                    "text_delta",
+                    "text",
+                    block.text,
+                    hold=block.hold,
                 )
             elif isinstance(block, Thinking):
                 yield from self._block(
@@ -297,7 +334,14 @@ class AnthropicServer:
 
     @staticmethod
     def _block(
-        index: int, head: dict[str, Any], kind: str, key: str, text: str, *, signature: bool = False
+        index: int,
+        head: dict[str, Any],
+        kind: str,
+        key: str,
+        text: str,
+        *,
+        signature: bool = False,
+        hold: Hold | None = None,
     ) -> Iterator[tuple[str, Any]]:
         yield (
             "content_block_start",
@@ -305,7 +349,9 @@ class AnthropicServer:
         )
         # Two deltas, so a client sees the text arrive in pieces.
         middle = len(text) // 2
-        for piece in (text[:middle], text[middle:]):
+        for number, piece in enumerate((text[:middle], text[middle:])):
+            if number == 1 and hold is not None:
+                yield "hold", hold
             if piece:
                 delta = {"type": kind, key: piece}
                 yield (
