@@ -529,7 +529,12 @@ class ClaudeAgent:
             )
         name = str(call.input.get("subagent_type") or "general-purpose")
         description = str(call.input.get("description") or name)
-        background = bool(call.input.get("run_in_background")) and self.start.report is not None
+        # What the CLI says of the task decides, not the call's input: this CLI backgrounds
+        # an Agent call that did not ask for it, and its subagent goes on past the call.
+        said = self.background.backgrounded(call_id)
+        if said is None:
+            said = bool(call.input.get("run_in_background"))
+        background = said and self.start.report is not None
         try:
             child = Stream(report.subagent(call_id, name, description, background=background))
         except Exception:  # a reporter that cannot open child chats: the call still runs

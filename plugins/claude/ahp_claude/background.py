@@ -124,6 +124,8 @@ class BackgroundTasks:
         self._said: dict[str, tuple[str, str | None, str | None, Any]] = {}
         #: What the CLI said of tasks that ended since a turn last began.
         self._summaries: list[str] = []
+        #: Call id -> whether the CLI runs the subagent it started in the background.
+        self._backgrounded: dict[str, bool] = {}
 
     def on_message(self, message: Any) -> bool:
         """Take a task lifecycle message; False for anything else."""
@@ -135,6 +137,8 @@ class BackgroundTasks:
             kind = KINDS.get(str(data.get("task_type")))
             if kind is not None:
                 call = str(data["tool_use_id"]) if data.get("tool_use_id") else None
+                if kind == "subagent" and call:
+                    self._backgrounded[call] = bool(data.get("is_backgrounded"))
                 label = str(data.get("description") or kind)
                 command = self.command_of(call) if kind == "shell" and call else None
                 self._tasks[task_id] = Task(kind, label, call, now_iso(), command)
@@ -160,6 +164,11 @@ class BackgroundTasks:
                 self._finished(task_id, str(patch["status"]))
                 self._end(task_id)
         return True
+
+    def backgrounded(self, call_id: str) -> bool | None:
+        """Whether the CLI said it runs the subagent of ``call_id`` in the background (it may
+        whatever the call asked for); None while it has said nothing of that call."""
+        return self._backgrounded.get(call_id)
 
     def take_summaries(self) -> list[str]:
         """What ended since a turn last began, said once: the text of a turn the CLI starts."""
@@ -235,6 +244,8 @@ class BackgroundTasks:
         if len(self._stopped) > 100:  # some end without a notification: keep the last few
             self._stopped.clear()
         self._stopped[task_id] = task
+        if task.call_id is not None:
+            self._backgrounded.pop(task.call_id, None)
         work_id = f"{task.kind}:{task_id}"
         if self._said.pop(work_id, None) is not None and self.report is not None:
             self.report.background_work_removed(work_id)

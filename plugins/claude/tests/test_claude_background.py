@@ -245,3 +245,33 @@ async def test_a_reopened_session_names_its_model_before_its_first_turn(
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         now = anthropic.main_requests()[-1].body["model"]
         assert (await chat_state(client, session))["_meta"]["ahp.model"] == now
+
+
+async def test_a_subagent_the_cli_runs_in_the_background_unasked_is_live_in_its_chat(
+    claude_host, anthropic, workdir: Path
+):
+    # No run_in_background: this CLI backgrounds the Agent call anyway, and says so only
+    # in what it reports of the task.
+    hold = Hold()
+    task = {"description": "Look around", "prompt": "Find the answer"}
+    anthropic.script(
+        reply(ToolUse("Agent", task, id="toolu_unasked")),
+        reply(hold, "The answer is 42.", match="Find the answer"),
+        reply("My helper is on it."),
+        reply("My helper found 42."),
+    )
+    async with claude_host() as (running, _):
+        client, _, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "delegate", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        (work,) = (await chat_state(client, chat))["backgroundWork"]
+        child = work["chat"]
+        # The subagent still works: its chat's turn is open, not an empty finished one.
+        child_state = await chat_state(client, child)
+        assert child_state.get("activeTurn", {}).get("id") == "toolu_unasked", child_state
+        hold.release.set()
+        assert (await turn_end(client, child))["type"] == "chat/turnComplete"
+        parts = (await chat_state(client, child))["turns"][-1]["responseParts"]
+        assert parts[-1]["content"] == "The answer is 42."
+        said = await the_cli_follows_up(client, chat)
+        assert said["text"] == 'Agent "Look around" finished'
