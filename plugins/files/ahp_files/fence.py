@@ -1,20 +1,26 @@
 """What a connection may reach: the folders of the sessions on this host.
 
-Every path is resolved (symlinks, ``..``, ``/proc/self/root`` and the like)
-before it is compared, so an alias that lands outside is refused like the
-plain path would be. Refusals name the URI the client sent and nothing else:
-where a link really points is not the client's to learn.
+Every URI becomes one absolute path with no ``.`` or ``..`` in it and every link
+resolved (``/proc/self/root`` and the like included) before anything is
+compared, so an alias that lands outside is refused like the plain path would
+be. Refusals name the URI the client sent and nothing else: where a link really
+points is not the client's to learn.
+
+A change (write, delete, move, copy) must land strictly inside a session's
+folder: never the folder itself, nor a folder holding one, nor anything in a
+``.git`` folder, whose hooks and config git runs as code.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ahpcore.protocol.errors import INVALID_PARAMS, PERMISSION_DENIED, ProtocolError
+from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, PERMISSION_DENIED, ProtocolError
 
 
 def url2pathname(path: str) -> str:
@@ -31,6 +37,71 @@ def url2pathname(path: str) -> str:
 ENV_REACH = "AHP_FILES_REACH"
 REACH_SESSIONS = "sessions"
 REACH_MACHINE = "machine"
+
+#: Folders that are never a session's reach: a session "working" in one would put
+#: the system, or every user's files, inside the fence. (The user's own home is fine.)
+SYSTEM_FOLDERS = frozenset(
+    Path(p)
+    for p in (
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/sys",
+        "/usr",
+        "/var",
+        # macOS
+        "/Library",
+        "/System",
+        "/Users",
+        "/private",
+        "/private/etc",
+        "/private/var",
+    )
+)
+#: Kernel file systems: nothing under them is a project. (``/dev`` itself is a
+#: system folder, but ``/dev/shm`` holds ordinary files.)
+PSEUDO_FILESYSTEMS = frozenset(("proc", "sys"))
+
+#: Code points HFS+ ignores in names, so ``.g\u200cit`` is ``.git`` on a Mac.
+_HFS_IGNORED = dict.fromkeys(
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
+
+
+def is_git_name(name: str) -> bool:
+    """``name`` is ``.git`` as some file system would see it: case folded (macOS and
+    Windows), with the code points HFS+ ignores and the trailing dots and spaces
+    Windows drops taken out."""
+    return name.translate(_HFS_IGNORED).rstrip(". ").casefold() == ".git"
+
+
+def home_folder() -> Path | None:
+    home = os.path.expanduser("~")
+    return Path(os.path.realpath(home)) if os.path.isabs(home) else None
+
+
+def system_folder(real: Path, home: Path | None = None) -> bool:
+    """``real`` (a resolved path) is too wide to be a session's folder: ``/``, a
+    system folder, a folder holding the user's home, or anything in a kernel file system."""
+    parts = real.parts
+    if len(parts) == 1:
+        return True  # the root of the file system
+    if home is not None and real == home:
+        return False
+    if real in SYSTEM_FOLDERS or parts[1] in PSEUDO_FILESYSTEMS:
+        return True
+    return home is not None and real in home.parents
 
 
 def path_of(uri: Any) -> Path:
@@ -74,6 +145,36 @@ def session_directories(engine: Any) -> Iterable[str]:
             yield from channel.state.get("workingDirectories") or ()
 
 
+def normalise(path: Path, *, follow: bool = True) -> Path:
+    """``path`` absolute, without ``.`` or ``..``, every link in it resolved (OSError
+    when a link goes away while it is read).
+
+    ``follow=False`` leaves a link in the last place unresolved (an operation on the
+    link itself), unless that place is ``.`` or ``..``, which name a folder, never a link.
+    """
+    if follow or path.name in ("", ".", "..") or path.parent == path:
+        return Path(os.path.realpath(path))
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an operation acts, as the fence checked it.
+
+    Operations open ``anchor`` (a resolved folder the client cannot change), then each
+    of ``walk`` in turn without following links, and act on ``name`` in the last
+    folder opened, so a link swapped in after the check is refused, never followed.
+    """
+
+    uri: str
+    #: Absolute, resolved, without ``.`` or ``..``.
+    path: Path
+    anchor: Path
+    walk: tuple[str, ...]
+    #: ``.`` when the target is ``anchor`` itself (only ``/``, with the whole machine in reach).
+    name: str
+
+
 class Fence:
     def __init__(
         self,
@@ -88,7 +189,10 @@ class Fence:
                 f"{ENV_REACH} is {REACH_SESSIONS!r} or {REACH_MACHINE!r}, not {chosen!r}"
             )
         self.whole_machine = chosen == REACH_MACHINE
+        #: The user's home, the one folder a session may hold that a system folder holds.
+        self.home = home_folder()
         #: Folders and files granted beyond the sessions' own (what an agent was given).
+        #: A granted file can be read; changing it needs its folder granted.
         self.granted: set[Path] = set()
 
     def grant(self, path: str | Path) -> None:
@@ -96,11 +200,21 @@ class Fence:
         self.granted.add(Path(os.path.realpath(path)))
 
     def roots(self) -> list[Path]:
+        """The resolved folders (and granted files) in reach. A session folder that is a
+        system folder is left out: ``createSession`` refuses one, and should one get
+        through anyway, it does not become the fence."""
         found = set(self.granted)
+        home = self.home
         for value in set(self._directories()):  # many chats share their session's folders
             path = directory_path(value)
-            if path is not None:
-                found.add(Path(os.path.realpath(path)))
+            if path is None:
+                continue
+            try:
+                real = Path(os.path.realpath(path))
+            except OSError:  # changing as it is read: out of reach until it settles
+                continue
+            if not system_folder(real, home):
+                found.add(real)
         return sorted(found)
 
     def inside(self, real: Path) -> bool:
@@ -110,19 +224,75 @@ class Fence:
         return not self.whole_machine and real in self.roots()
 
     def locate(self, uri: Any, *, follow: bool = True) -> Path:
-        """The resolved path ``uri`` names, or -32009 when it is outside the fence.
+        """The resolved path ``uri`` names, or -32009 when it is outside the fence."""
+        return self.target(uri, follow=follow).path
 
-        ``follow=False`` resolves the folder holding the last component but not
-        the component itself, for operations on a link rather than its target.
+    def target(self, uri: Any, *, follow: bool = True, change: bool = False) -> Target:
+        """Where ``uri`` leads, or -32009 when it is out of reach.
+
+        With ``change``, the target must be strictly inside a session's folder, hold
+        none, and be in no ``.git`` folder.
         """
-        path = path_of(uri)
-        if follow or path.parent == path:
-            real = Path(os.path.realpath(path))
+        try:
+            real = normalise(path_of(uri), follow=follow)
+        except OSError:  # a link on the way went away while it was read
+            raise ProtocolError(
+                NOT_FOUND, f"{uri} changed while it was looked up: nothing is there now"
+            ) from None
+        if not real.is_absolute() or any(part in (".", "..") for part in real.parts):
+            raise ProtocolError(PERMISSION_DENIED, f"{uri} does not name one place")
+        roots = self.roots()
+        if change:
+            self._refuse_change(uri, real, roots)
+        if self.whole_machine:
+            anchor = Path(real.anchor)
         else:
-            real = Path(os.path.realpath(path.parent)) / path.name
-        if not self.inside(real):
+            holding = [r for r in roots if real.is_relative_to(r)]
+            if not holding:
+                raise ProtocolError(
+                    PERMISSION_DENIED,
+                    f"{uri} is outside the working directories of this host's sessions",
+                )
+            anchor = max(holding, key=lambda r: len(r.parts))  # the fewest folders to walk
+            if real == anchor:  # a root itself is opened from the folder holding it
+                anchor = anchor.parent
+        if real == anchor:
+            return Target(uri, real, anchor, (), ".")
+        below = real.relative_to(anchor).parts
+        return Target(uri, real, anchor, below[:-1], below[-1])
+
+    def _refuse_change(self, uri: Any, real: Path, roots: list[Path]) -> None:
+        for root in roots:
+            if real == root:
+                raise ProtocolError(
+                    PERMISSION_DENIED,
+                    f"{uri} is a folder this host serves (a session's working directory): "
+                    "it is not changed",
+                )
+            if root.is_relative_to(real):
+                raise ProtocolError(
+                    PERMISSION_DENIED,
+                    f"{uri} holds a session's working directory: it is not changed",
+                )
+        if self.whole_machine:
+            if real == self.home or system_folder(real, self.home):
+                raise ProtocolError(
+                    PERMISSION_DENIED, f"{uri} is a system or home folder: it is not changed"
+                )
+        elif not any(real.is_relative_to(r) for r in roots):
             raise ProtocolError(
                 PERMISSION_DENIED,
                 f"{uri} is outside the working directories of this host's sessions",
             )
-        return real
+        self.refuse_git(uri, real, "changes")
+
+    @staticmethod
+    def refuse_git(uri: Any, real: Path, doing: str) -> None:
+        """-32009 when ``real`` is a ``.git`` folder or in one: a client that could write
+        a hook or ``core.fsmonitor`` there would have git run its code."""
+        if any(is_git_name(part) for part in real.parts):
+            raise ProtocolError(
+                PERMISSION_DENIED,
+                f"{uri} is in a .git folder, which this host reads but never {doing}: "
+                "git runs the hooks and config in it as code",
+            )
