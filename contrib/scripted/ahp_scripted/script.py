@@ -320,12 +320,20 @@ def as_steps(steps: Sequence[StepLike], *, where: str = "steps") -> tuple[Step, 
     return tuple(out)
 
 
+#: The longest message a regex rule is tried on. The message is the person's, and the
+#: search runs on the host's event loop: a pattern that backtracks takes time growing
+#: with a power of the text's length (a lazy group before ``\s*$`` took 9 s over a
+#: 60 KB prompt, and held every other client that long). Bounding the text bounds it.
+MAX_REGEX_TEXT = 4096
+
+
 @dataclass(frozen=True, init=False)
 class Rule:
     """Steps to run when the message matches: ``exact``, ``prefix`` or ``regex`` (one of them).
 
     Exact compares the stripped text; prefix sets ``${rest}`` to what follows
-    it; regex is searched (anchor it yourself) and sets its named groups.
+    it; regex is searched (anchor it yourself) and sets its named groups. A
+    message longer than ``MAX_REGEX_TEXT`` characters matches no regex rule.
     """
 
     steps: tuple[Step, ...]
@@ -376,6 +384,8 @@ class Rule:
                 return None
             return {"rest": stripped[len(self.prefix) :].strip()}
         assert self.regex is not None
+        if len(text) > MAX_REGEX_TEXT:
+            return None
         found = re.search(self.regex, text, re.IGNORECASE if self.ignore_case else 0)
         if found is None:
             return None
