@@ -158,6 +158,8 @@ async def test_a_killed_host_takes_its_cli_along_and_the_turn_reads_interrupted(
         assert "tell me" in said and "go on" in said
         await client.close()
 
+    if cut == "after a block":
+        return  # the transcript ended at an answer: the resumed CLI had nothing to fill in
     # The resumed CLI wrote words of its own for the cut turn: still not the model's.
     with serve(state, claude_env) as host:
         client = await client_of(host.url)
