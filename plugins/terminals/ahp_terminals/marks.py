@@ -88,6 +88,7 @@ class MarkReader:
         if OSC_START not in data and not data.endswith(b"\x1b"):
             return [data] if data else []  # the common case: plain output
         items: list[bytes | Mark] = []
+        ends = _Terminators(data)
         start = 0
         while True:
             found = data.find(OSC_START, start)
@@ -98,7 +99,7 @@ class MarkReader:
                 if tail:
                     items.append(tail)
                 return items
-            end, terminator = _osc_end(data, found + 2)
+            end, terminator = ends.after(found + 2)
             if end < 0:
                 if len(data) - found > MAX_OSC:
                     items.append(data[start:])  # not a mark: let it through
@@ -124,12 +125,30 @@ class MarkReader:
         return carry
 
 
-def _osc_end(data: bytes, begin: int) -> tuple[int, int]:
-    """Where the OSC starting at ``begin`` ends, and its terminator's length (BEL or ST)."""
-    bel = data.find(b"\x07", begin)
-    st = data.find(b"\x1b\\", begin)
-    if bel < 0 and st < 0:
-        return -1, 0
-    if st < 0 or (0 <= bel < st):
-        return bel, 1
-    return st, 2
+class _Terminators:
+    """Where the next BEL and the next ST are in one read, each looked for once.
+
+    Looking for both from every OSC anew scanned to the end of the read for the
+    kind that did not come (an ST after each BEL-ended mark): time growing with
+    the square of the read, on output the terminal's user chooses. Remembering
+    where each next one is keeps the scans from overlapping.
+    """
+
+    _UNKNOWN = -2  # not looked for yet; -1 is "none from here to the end"
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.bel = self.st = self._UNKNOWN
+
+    def after(self, begin: int) -> tuple[int, int]:
+        """Where the OSC starting at ``begin`` ends, and its terminator's length (BEL or ST)."""
+        if self.bel != -1 and self.bel < begin:
+            self.bel = self.data.find(b"\x07", begin)
+        if self.st != -1 and self.st < begin:
+            self.st = self.data.find(b"\x1b\\", begin)
+        bel, st = self.bel, self.st
+        if bel < 0 and st < 0:
+            return -1, 0
+        if st < 0 or (0 <= bel < st):
+            return bel, 1
+        return st, 2

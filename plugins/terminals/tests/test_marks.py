@@ -52,3 +52,19 @@ def test_an_unterminated_osc_is_let_through_rather_than_held_forever() -> None:
     data = b"\x1b]8;;" + b"x" * 10000
     out = b"".join(item for item in reader.feed(data) if isinstance(item, bytes))
     assert out == data
+
+
+def test_many_marks_in_one_read_take_linear_time() -> None:
+    # The output is the terminal's, so whoever drives it chooses it. Each mark
+    # ended by BEL once had the reader look for an ST all the way to the end of
+    # the read: a 64 KiB read of short marks took a second of the event loop.
+    import time
+
+    for mark, terminator in ((b"\x1b]133;B", b"\x07"), (b"\x1b]133;B", b"\x1b\\")):
+        data = (mark + terminator + b"x") * ((256 << 10) // (len(mark) + len(terminator) + 1))
+        began = time.monotonic()
+        items = MarkReader().feed(data)
+        assert time.monotonic() - began < 0.5
+        assert b"".join(item for item in items if isinstance(item, bytes)) == b"x" * (
+            len(data) // (len(mark) + len(terminator) + 1)
+        )
