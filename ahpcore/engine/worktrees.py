@@ -23,6 +23,7 @@ import anyio
 from ahpcore.engine.clients import Client
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.protocol.uris import session_id_of
+from ahpcore.sessions.folders import check_folders
 
 if TYPE_CHECKING:
     from ahpcore.host import Host
@@ -76,6 +77,7 @@ class SessionTrees:
         if config.get("isolation") != "worktree":
             return params
         folders = params.get("workingDirectories") or []
+        check_folders(folders)  # before a tree is made from them, as createSession would
         folder = _path(folders[0]) if folders else None
         if folder is None:
             raise ProtocolError(

@@ -176,26 +176,3 @@ def respell_tree(value: object, held: str, alias: str) -> object:
         return node
 
     return walk(value)
-
-
-def directory_problem(uri: object) -> str | None:
-    """Why ``uri`` cannot be a working directory, or None when it can.
-
-    A working directory is an absolute URI (``file:///home/me/repo``): a
-    relative one would resolve against wherever the host happens to run,
-    and ``..`` segments reach outside what the client named.
-    """
-    if not isinstance(uri, str) or not uri:
-        return "a working directory must be a non-empty URI"
-    scheme = scheme_of(uri)
-    if scheme is None:
-        return f"{uri!r} is not an absolute URI (expected file:///<absolute path>)"
-    path = uri[len(scheme) + 1 :]
-    if scheme == "file":
-        authority, slash, path = path.removeprefix("//").partition("/")
-        if not uri.startswith("file://") or not slash or authority in (".", ".."):
-            return f"{uri!r} is not an absolute file URI (expected file:///<absolute path>)"
-    segments = path.split("?")[0].split("#")[0].split("/")
-    if any(segment in ("..", ".") for segment in segments):
-        return f"{uri!r} has '.' or '..' segments; name the directory itself"
-    return None

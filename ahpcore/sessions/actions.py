@@ -12,8 +12,10 @@ import logging
 from typing import Any
 
 from ahpcore.engine.core import Dispatch, Refused
+from ahpcore.protocol.errors import ProtocolError
 from ahpcore.sessions import calls
 from ahpcore.sessions.contract import AgentRefused, Approval, InputAnswer
+from ahpcore.sessions.folders import check_folder
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import SessionRegistry
 
@@ -21,6 +23,11 @@ log = logging.getLogger(__name__)
 
 #: Action types whose handler also takes them on a chat's channel.
 ON_CHATS_TOO = frozenset({"session/titleChanged"})
+#: Folder actions that give a session a folder -> the field naming it.
+FOLDER_ADDED_BY = {
+    "session/workingDirectorySet": "directory",
+    "session/workingDirectoryReplaced": "replacement",
+}
 
 
 class ClientActions:
@@ -320,6 +327,13 @@ class ClientActions:
         """A session's folders change; its agents start again, resumed, in the new set."""
         session = self.session_of(dispatch)
         action = dispatch.action
+        # A folder a session takes widens what its clients reach: checked as at createSession.
+        added = FOLDER_ADDED_BY.get(action["type"])
+        if added is not None:
+            try:
+                check_folder(action.get(added), f"action.{added}")
+            except ProtocolError as refusal:
+                raise Refused(refusal.message) from None
         current = list(session.state.get("workingDirectories") or [])
         if action["type"] == "session/workingDirectoryRemoved" and current[:1] == [
             action["directory"]

@@ -19,6 +19,7 @@ from ahpcore.protocol.errors import (
 from ahpcore.sessions import calls, composer
 from ahpcore.sessions import state as states
 from ahpcore.sessions.contract import Backend
+from ahpcore.sessions.folders import check_folders
 from ahpcore.sessions.live import LiveSession
 from ahpcore.sessions.registry import SessionRegistry
 
@@ -26,14 +27,6 @@ log = logging.getLogger(__name__)
 
 #: Turns a chat snapshot carries; older ones arrive through fetchTurns.
 TURN_WINDOW = 50
-
-
-def check_directories(directories: tuple[str, ...]) -> None:
-    """Refuse working directories that are not absolute URIs, naming the first."""
-    for index, directory in enumerate(directories):
-        problem = uris.directory_problem(directory)
-        if problem is not None:
-            raise ProtocolError(INVALID_PARAMS, f"params.workingDirectories[{index}]: {problem}")
 
 
 class ChatCommands:
@@ -112,8 +105,9 @@ class ChatCommands:
                     )
                 side_of = (source_chat.backend_id, turn_id)
             origin = {"kind": source["kind"], "chat": source_chat.uri, "turnId": turn_id}
-        directories = tuple(params.get("workingDirectories") or session.working_directories)
-        check_directories(directories)
+        named = tuple(params.get("workingDirectories") or ())
+        check_folders(named)  # the session's own were checked when it took them
+        directories = named or session.working_directories
         outside = [d for d in directories if d not in session.working_directories]
         if outside:
             raise ProtocolError(

@@ -37,8 +37,9 @@ from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import CatalogueIndex, decorate_rows, page_limit
-from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands, check_directories
+from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
 from ahpcore.sessions.contract import Backend, CatalogueRow
+from ahpcore.sessions.folders import check_folders
 from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import ARTIFACT_KEYS, SessionRegistry
@@ -357,7 +358,7 @@ class SessionManager:
             raise ProtocolError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
         backend = self.backend_for(params.get("provider"))
         directories = tuple(params.get("workingDirectories") or ())
-        check_directories(directories)
+        check_folders(directories)
         if len(directories) > 1 and not backend.abilities.multiple_working_directories:
             raise ProtocolError(
                 INVALID_PARAMS,
