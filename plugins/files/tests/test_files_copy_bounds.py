@@ -125,3 +125,31 @@ async def test_a_stopped_copy_leaves_no_temporary_file(tmp_path: Path):
                 stopped += 1
             assert leftovers(work) == [], (attempt, source)
     assert stopped >= 2, "no copy was stopped half-way"
+
+
+async def test_a_host_that_stops_mid_copy_leaves_no_temporary_file(files_host, tree: Tree):
+    block = os.urandom(1 << 20)
+    with open(tree.work / "big", "wb") as out:
+        for _ in range(128):
+            out.write(block)
+    async with files_host() as (_, client):
+        await client.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 99,
+                "method": "resourceCopy",
+                "params": {
+                    "channel": "ahp-root://",
+                    "source": tree.uri("big"),
+                    "destination": tree.uri("copy"),
+                },
+            }
+        )
+        with anyio.fail_after(10):
+            while not leftovers(tree.work) and not (tree.work / "copy").exists():
+                await anyio.sleep(0.0005)
+        copying = bool(leftovers(tree.work))
+    # The host has stopped: the copy was cancelled with it, or had finished.
+    assert leftovers(tree.work) == []
+    assert copying, "the copy finished before the host stopped"
+    assert not (tree.work / "copy").exists()
