@@ -31,6 +31,7 @@ from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.sessions import calls
 from ahpcore.sessions import state as states
 from ahpcore.sessions.contract import Backend, CataloguePage, CatalogueRow
+from ahpcore.store.private import private_sqlite, tighten_sqlite
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +172,8 @@ class CatalogueIndex:
         if self._db is None:
             target = ":memory:"
             if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # The store's own file, and it may be the first to make it: owner-only.
+                private_sqlite(self.path, tighten_folder=False)
                 target = str(self.path)
             db = sqlite3.connect(target, check_same_thread=False, isolation_level=None, timeout=30)
             if self.path is not None:
@@ -181,6 +183,8 @@ class CatalogueIndex:
                 # ms and at times 100 on a busy disk); a lost OS takes both alike.
                 db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
+            if self.path is not None:
+                tighten_sqlite(self.path)
             columns = {row[1] for row in db.execute("PRAGMA table_info(catalogue)")}
             if "summary" not in columns:  # an index an earlier version of this host left
                 db.execute("ALTER TABLE catalogue ADD COLUMN summary TEXT")

@@ -15,10 +15,8 @@ the caller gets a ``StoreError`` that says why.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
@@ -29,16 +27,14 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ahpcore.store.private import private_sqlite, tighten_sqlite
+
 log = logging.getLogger(__name__)
 
 #: How long one transaction waits for another process's write lock.
 DEFAULT_BUSY_TIMEOUT = 5.0
 #: Pauses before each retry of a failed write (so len + 1 attempts in all).
 DEFAULT_RETRY_DELAYS: tuple[float, ...] = (0.05, 0.25, 1.0)
-#: The state folder and the database files hold titles and folders: owner only.
-FOLDER_MODE = 0o700
-FILE_MODE = 0o600
-_FILE_SUFFIXES = ("", "-wal", "-shm")
 
 
 class StoreError(Exception):
@@ -91,7 +87,8 @@ class FileSessionStore:
     # -- the file ------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
-            self._make_private()
+            # SQLite gives the -wal and -shm files the mode of the database file.
+            private_sqlite(self.path, tighten_folder=False)
             db = sqlite3.connect(
                 self.path,
                 timeout=self.busy_timeout,
@@ -109,23 +106,8 @@ class FileSessionStore:
                 db.close()
                 raise
             self._db = db
-            self._tighten_files()
+            tighten_sqlite(self.path)
         return self._db
-
-    def _make_private(self) -> None:
-        folder = self.path.parent
-        if not folder.exists():
-            folder.mkdir(parents=True, mode=FOLDER_MODE)
-            os.chmod(folder, FOLDER_MODE)  # mkdir's mode is cut by the umask
-        if not self.path.exists():
-            # SQLite gives the -wal and -shm files the mode of the database file.
-            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, FILE_MODE))
-        self._tighten_files()
-
-    def _tighten_files(self) -> None:
-        for suffix in _FILE_SUFFIXES:
-            with contextlib.suppress(FileNotFoundError, PermissionError):
-                os.chmod(f"{self.path}{suffix}", FILE_MODE)
 
     def _transaction(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         with self._lock:

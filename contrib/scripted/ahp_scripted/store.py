@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from ahp_scripted.catalogue import Summary, SummaryIndex
 from ahp_scripted.transcript import Report
+from ahpcore.store.private import private_folder
 
 log = logging.getLogger(__name__)
 
@@ -331,7 +332,7 @@ class ConversationStore:
 
         def write() -> None:
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                private_folder(directory)  # conversations are the user's alone
                 if replace:
                     _replace(directory, path, text)
                 else:

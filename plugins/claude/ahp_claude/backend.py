@@ -28,6 +28,7 @@ from ahpcore.sessions.contract import (
     ChatStart,
     TranscriptReader,
 )
+from ahpcore.store.private import private_folder
 
 if TYPE_CHECKING:  # claude-agent-sdk is loaded when the first chat starts, not with the host
     from ahp_claude.agent import ClaudeAgent
@@ -305,7 +306,7 @@ class ClaudeBackend:
         else:
             known[kind][key] = value
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
             # Whole or not at all: a host killed mid-write keeps the sidecar it had.
             temporary = path.with_name(f"{path.name}.tmp")
             fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ahp_claude.transcripts import prompt_text
 from ahpcore.sessions.calls import pausing
+from ahpcore.store.private import private_sqlite, tighten_sqlite
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024
@@ -136,9 +137,11 @@ class TranscriptIndex:
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
-            self.database.parent.mkdir(parents=True, exist_ok=True)
+            # Titles and folders of every past session: owner-only, and its journal with it.
+            private_sqlite(self.database)
             self._db = sqlite3.connect(self.database, check_same_thread=False)
             self._db.execute(SCHEMA)
+            tighten_sqlite(self.database)
         return self._db
 
     def _load(self) -> dict[str, Row]:

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ahpcore.store.private import write_private
+
 KEY = "shellInitScripts"
 
 SCHEMA: Mapping[str, Any] = {
@@ -61,8 +63,7 @@ class ShellInit:
         script = bash_script(entries)
         self.active = bool(script)
         if self.active:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_text(script + "\n")
+            write_private(self.path, script + "\n")
         else:
             self.path.unlink(missing_ok=True)
 
@@ -76,14 +77,14 @@ class ShellInit:
         ``base`` is what the CLI gets otherwise, on top of the host's own environment.
         """
         quoted = shlex.quote(str(self.path))
-        self.wrapper.parent.mkdir(parents=True, exist_ok=True)
-        self.wrapper.write_text(
+        write_private(
+            self.wrapper,
             f"if [ -f {quoted} ]; then\n"
             f"  . {quoted} 2>/dev/null\n"
             "  __ahp_init=$?\n"
             '  [ "$__ahp_init" -ne 0 ] && echo "(shell init script exited with $__ahp_init)"\n'
             "  unset __ahp_init\n"
-            "fi\n"
+            "fi\n",
         )
         env = {"BASH_ENV": str(self.wrapper)}
         if not (base.get("CLAUDE_CODE_SHELL") or os.environ.get("CLAUDE_CODE_SHELL")):

@@ -9,7 +9,9 @@ through the host's reporter, the same one live turns use.
 from __future__ import annotations
 
 import json
+import os
 import re
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -217,6 +219,12 @@ def truncate(path: Path, keep: str | None, turn_id: str | None) -> None:
             raise LookupError(f"the transcript has no turn {turn_id!r}")
         cut = span[1] + 1
     kept = entries[:cut]
-    temporary = path.with_suffix(".jsonl.tmp")
-    temporary.write_text("".join(json.dumps(e) + "\n" for e in kept))
-    temporary.replace(path)
+    # Through an owner-only file: the CLI keeps its transcripts from other users' eyes.
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("".join(json.dumps(e) + "\n" for e in kept))
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
