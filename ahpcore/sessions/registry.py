@@ -241,6 +241,10 @@ class SessionRegistry:
             except Exception:
                 # The store is what counts: the record is still written.
                 log.exception("could not mark %s as being saved in the index", session.uri)
+        if self.sessions.get(session.id) is not session:
+            # Disposed while this save waited: writing now would bring the record back.
+            self._unindexed.pop(session.id, None)
+            return
         try:
             if self.store is not None:
                 await self.store.put(session.id, record)

@@ -137,3 +137,44 @@ async def test_dispose_chat_is_answered_only_once_the_store_holds_it(tmp_path: P
         finally:
             SlowCommits.delay = 0.0
         assert on_disk is not None and CHAT not in on_disk
+
+
+async def test_a_save_caught_behind_a_dispose_does_not_bring_the_session_back(tmp_path: Path):
+    """A background save that began before disposeSession and writes after it writes nothing."""
+    backend = FaultyBackend(ScriptedBackend(tmp_path / "scripted", script()), Plan())
+    state_dir = tmp_path / "state"
+    store = FileSessionStore(state_dir / "sessions.sqlite3")
+    settings = HostSettings(port=0, state_dir=state_dir)
+    async with running_host(
+        [("faulty", FaultyPlugin(backend, store))], settings=settings
+    ) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        session_uri, _ = await open_session(client)
+        session_id = session_uri.split("/")[-1]
+        registry = running.host.sessions.registry
+        marking = registry.on_saving
+        assert marking is not None
+        reached, release = anyio.Event(), anyio.Event()
+
+        async def held(session: Any) -> None:
+            # The save has its record in hand and waits here, as on a slow index.
+            reached.set()
+            await release.wait()
+            await marking(session)
+
+        registry.on_saving = held
+        registry.save_soon(registry.sessions[session_id])
+        with anyio.fail_after(5):
+            await reached.wait()
+        registry.on_saving = marking
+        await client.request("disposeSession", {"channel": session_uri})
+        assert stored_chats(state_dir, session_id) is None
+        release.set()
+        await client.sync()
+        with anyio.fail_after(5):
+            while registry.unindexed_ids or store.dirty:
+                await anyio.sleep(0.01)
+        assert stored_chats(state_dir, session_id) is None
+        listed = await client.request("listSessions", {})
+        assert session_uri not in [item["resource"] for item in listed["items"]]
