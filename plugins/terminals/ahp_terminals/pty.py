@@ -15,15 +15,17 @@ import os
 import signal
 import struct
 import subprocess
-import sys
 import termios
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 
 from ahp_terminals.marks import Mark, MarkReader
+from ahp_terminals.tree import MARK_VARIABLE, ProcessTree, become_subreaper
+from ahp_terminals.tree import SUPPORTED as TREE_SUPPORTED
 from ahpcore.ports import TerminalEvents, TerminalSpec
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,8 @@ def _set_size(fd: int, cols: int, rows: int) -> None:
 def _take_terminal() -> None:
     # Runs in the child after setsid(): the pty on stdin becomes its controlling tty.
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    # Orphans started from the shell stay below it, where disposal finds them.
+    become_subreaper()
 
 
 def shell_command(spec: TerminalSpec) -> tuple[list[str], dict[str, str], bool]:
@@ -71,6 +75,10 @@ class PtyProcess:
         self.name = Path(argv[0]).name
         self.integrated = integrated
         self._detected = False
+        #: Every process started from this terminal (Linux); elsewhere its session's group.
+        self._tree: ProcessTree | None = None
+        token = uuid.uuid4().hex
+        mark = {MARK_VARIABLE: token} if TREE_SUPPORTED else {}
         master, slave = os.openpty()
         try:
             _set_size(slave, spec.cols, spec.rows)
@@ -80,7 +88,7 @@ class PtyProcess:
                 stdout=slave,
                 stderr=slave,
                 cwd=spec.cwd,
-                env={**os.environ, "TERM": "xterm-256color", **env},
+                env={**os.environ, "TERM": "xterm-256color", **env, **mark},
                 start_new_session=True,
                 preexec_fn=_take_terminal,
                 close_fds=True,
@@ -93,6 +101,8 @@ class PtyProcess:
         os.set_blocking(master, False)
         self.fd: int | None = master
         self.pid = self.process.pid
+        if TREE_SUPPORTED:
+            self._tree = ProcessTree(self.pid, token)
         self._killed = False
         #: Keystrokes not yet taken by the pty; written by ``_write_input``, never blocking.
         self._input = bytearray()
@@ -115,6 +125,10 @@ class PtyProcess:
 
     async def kill(self) -> None:
         self._killed = True
+        tree = self._tree
+        if tree is not None:
+            await self._kill_tree(tree)
+            return
         members = self._members()
         self._signal(members, signal.SIGHUP)
         self._signal(members, signal.SIGCONT)
@@ -125,20 +139,24 @@ class PtyProcess:
         await anyio.to_thread.run_sync(self._reap)
 
     # -- internals -----------------------------------------------------------------
+    async def _kill_tree(self, tree: ProcessTree) -> None:
+        """SIGHUP every process started from the terminal, then SIGKILL what is left."""
+        # /proc is walked in a worker thread: a few hundred small reads each time.
+        members = await anyio.to_thread.run_sync(lambda: tree.look(environment=True))
+        tree.signal(members, signal.SIGHUP)
+        tree.signal(members, signal.SIGCONT)
+        with anyio.move_on_after(KILL_GRACE):
+            while await anyio.to_thread.run_sync(tree.look):
+                await anyio.sleep(0.02)
+        await anyio.to_thread.run_sync(tree.stop_and_kill)
+        await anyio.to_thread.run_sync(self._reap)
+
     def _members(self) -> set[int]:
-        """Every live process of the terminal's session (its group elsewhere than Linux)."""
-        sid = self.pid
+        """The terminal's process group, where processes cannot be walked (not Linux)."""
         found: set[int] = set()
-        if sys.platform.startswith("linux"):
-            for entry in os.listdir("/proc"):
-                if entry.isdigit():
-                    with contextlib.suppress(OSError):
-                        if os.getsid(int(entry)) == sid and not _zombie(int(entry)):
-                            found.add(int(entry))
-            return found
         with contextlib.suppress(OSError):
-            os.killpg(sid, 0)
-            found.add(sid)
+            os.killpg(self.pid, 0)
+            found.add(self.pid)
         return found
 
     def _signal(self, members: set[int], sig: int) -> None:
@@ -163,7 +181,10 @@ class PtyProcess:
                 group.cancel_scope.cancel()
         except BaseException:
             # Cancelled (the host is stopping) or failed: leave no process behind.
-            self._signal(self._members(), signal.SIGKILL)
+            if self._tree is not None:
+                self._tree.stop_and_kill()
+            else:
+                self._signal(self._members(), signal.SIGKILL)
             raise
         finally:
             self.fd = None
@@ -238,11 +259,3 @@ class PtyProcess:
             events.command_finished(code, int((time.monotonic() - executed_at) * 1000))
             return None, command_line
         return executed_at, command_line
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return True
