@@ -79,12 +79,23 @@ class ClientActions:
 
     async def turn_started(self, dispatch: Dispatch) -> dict[str, Any]:
         chat = self.chat_of(dispatch)
-        if chat.state.get("activeTurn") is not None:
+        active = chat.state.get("activeTurn")
+        if active is not None and not _agent_began(active):
             raise Refused("a turn is already running in this chat: queue the message instead")
         if chat.state.get("interactivity") in ("read-only", "hidden"):
             raise Refused(f"{chat.uri} is read-only")
         if chat.parent is not None:
             raise Refused(f"{chat.uri} is a subagent's chat: its turns are the agent's")
+        if active is not None:
+            # The agent began a turn of its own just as a person sent this one, a race the
+            # person cannot see: their message waits its turn rather than being lost.
+            dispatch.after.append(chat.runner.take_next)
+            return {
+                "type": "chat/pendingMessageSet",
+                "kind": "queued",
+                "id": dispatch.action["turnId"],
+                "message": dispatch.action["message"],
+            }
         action = dispatch.action
         # Runs once the reducer made the turn active; it waits for a turn still winding down.
         dispatch.after.append(lambda: chat.runner.submit(action["turnId"], action["message"]))
@@ -464,3 +475,9 @@ def _enabled(enablement: Any) -> bool:
     if not isinstance(enablement, list):
         return True
     return any(entry.get("enabled", True) for entry in enablement if isinstance(entry, dict))
+
+
+def _agent_began(turn: Any) -> bool:
+    """Whether a turn is one the agent began itself (``SessionReporter.begin_turn``)."""
+    origin = (turn.get("message") or {}).get("origin") or {}
+    return isinstance(origin, dict) and origin.get("kind") in ("agent", "systemNotification")

@@ -16,6 +16,7 @@ from conftest import (
     connect_and_open,
     is_action,
     message,
+    reached,
     start_turn,
     turn_end,
 )
@@ -275,3 +276,60 @@ async def test_a_subagent_the_cli_runs_in_the_background_unasked_is_live_in_its_
         assert parts[-1]["content"] == "The answer is 42."
         said = await the_cli_follows_up(client, chat)
         assert said["text"] == 'Agent "Look around" finished'
+
+
+async def test_a_message_sent_as_the_cli_starts_its_own_turn_is_queued_not_lost(
+    claude_host, anthropic, workdir: Path
+):
+    gate = workdir / "gate"
+    command = f"for i in $(seq 300); do [ -e {gate} ] && break; sleep 0.1; done; echo waited"
+    bash = {"command": command, "description": "Wait for the gate", "run_in_background": True}
+    answering = Hold()  # the CLI's own turn is still answering when the person's message comes
+    anthropic.script(
+        reply(ToolUse("Bash", bash, id="toolu_bg_shell")),
+        reply("Started it."),
+        reply(answering, "The wait is over."),
+        reply("Here is your answer.", match="and one more thing"),
+    )
+    async with claude_host() as (running, _):
+        client, _, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "wait in the background", "t1")
+        ready = await client.recv_until(is_action("chat/toolCallReady", chat))
+        if "confirmed" not in ready["params"]["action"]:
+            await confirm(client, chat, "t1", "toolu_bg_shell", True)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        gate.touch()
+        own = (await client.recv_until(is_action("chat/turnStarted", chat)))["params"]["action"]
+        assert own["message"]["origin"] == {"kind": "systemNotification"}
+        await reached(answering)
+        # The person's window had not seen the CLI's turn begin: it sends a turn of its own.
+        seq = await client.dispatch(
+            chat,
+            {
+                "type": "chat/turnStarted",
+                "turnId": "t2",
+                "startedAt": "2026-11-30T00:00:00.000Z",
+                "message": message("and one more thing"),
+            },
+        )
+        answer = await client.answer_to(seq)
+        assert "rejectionReason" not in answer, answer
+        assert answer["action"] == {
+            "type": "chat/pendingMessageSet",
+            "kind": "queued",
+            "id": "t2",
+            "message": message("and one more thing"),
+        }
+        assert [m["id"] for m in (await chat_state(client, chat))["queuedMessages"]] == ["t2"]
+        answering.release.set()
+        end = await turn_end(client, chat)
+        assert (end["turnId"], end["type"]) == (own["turnId"], "chat/turnComplete")
+        # Once the CLI's turn is over, the queued message runs as the next turn.
+        mine = (await client.recv_until(is_action("chat/turnStarted", chat)))["params"]["action"]
+        assert mine["queuedMessageId"] == "t2"
+        assert mine["message"]["text"] == "and one more thing"
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        state = await chat_state(client, chat)
+        assert not state.get("queuedMessages")
+        assert state["turns"][-1]["responseParts"][-1]["content"] == "Here is your answer."
+        assert "and one more thing" in anthropic.main_requests()[-1].tail_text()
