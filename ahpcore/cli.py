@@ -363,7 +363,8 @@ def serve(
         typer.Option(
             envvar="AHP_INBOUND_FRAMES",
             help="Frames per second one connection may send (bursts of 2 s) before its "
-            "frames are refused; 0 lifts the budget.",
+            "frames are refused, and twice that for all connections together before the "
+            "busiest are read more slowly; 0 lifts both budgets.",
         ),
     ] = DEFAULT_FRAMES_PER_SECOND,
     state_dir: Annotated[
@@ -525,9 +526,16 @@ async def _serve(host: Host, options: _ServeOptions, watch: _StopWatch) -> None:
 
 async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
     """Bind every listener before anything is printed: a failure leaves nothing half-open."""
-    from ahpcore.transports.websocket import start_unix_server, start_websocket_server
+    from ahpcore.transports.websocket import (
+        ConnectionLimits,
+        shared_inbound,
+        start_unix_server,
+        start_websocket_server,
+    )
 
     settings = host.settings
+    # One set of limits for both listeners: they bound the host's connections together.
+    limits = ConnectionLimits(inbound=shared_inbound(settings.inbound_frames_per_second))
     servers: list[Any] = []
     try:
         try:
@@ -540,6 +548,7 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
                     max_frame_bytes=settings.max_frame_bytes,
                     compression=settings.compression,
                     allow_origins=options.allow_origins,
+                    limits=limits,
                 )
             )
         except OSError as exc:
@@ -555,6 +564,7 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
                         max_frame_bytes=settings.max_frame_bytes,
                         compression=settings.compression,
                         allow_origins=options.allow_origins,
+                        limits=limits,
                     )
                 )
             except OSError as exc:

@@ -20,7 +20,7 @@ import anyio.abc
 
 from ahpcore.logs import escape
 from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
-from ahpcore.rpc.budget import InboundBudget
+from ahpcore.rpc.budget import InboundBudget, InboundShare
 from ahpcore.rpc.framing import Message, dumps, dumps_answer_in_slices, parse, without_paths
 from ahpcore.transports.base import Wire
 
@@ -121,6 +121,10 @@ class Peer:
         #: True while the write loop is part-way through such a message: nothing may
         #: go onto the wire around it until it is whole.
         self._in_parts = False
+        #: This connection's account with the host-wide inbound budget, when its
+        #: transport keeps one (``ahpcore.rpc.budget.SharedInbound``).
+        self._share: InboundShare | None = getattr(wire, "inbound_share", None)
+        self._held_back = False
 
     # -- sending -----------------------------------------------------------
     @property
@@ -259,11 +263,15 @@ class Peer:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self._write_loop)
+                share = self._share
                 while not self.closed:
                     frame = await frames()
                     if frame is None:
                         break
                     await self._receive(tg, frame)
+                    wait = 0.0 if share is None else share.charge(len(frame))
+                    if wait > 0 and not await self._hold_back(wait):
+                        break
                 tg.cancel_scope.cancel()
         finally:
             was_behind = self.close_reason == TOO_FAR_BEHIND
@@ -283,6 +291,28 @@ class Peer:
                     else:
                         await self.wire.close()
                     draining.cancel_scope.cancel()
+
+    async def _hold_back(self, wait: float) -> bool:
+        """Over its share of a busy host: the next frame is read ``wait`` seconds later,
+        and meanwhile the sender's socket fills and slows it down.
+
+        False when the client has left: what it sent that was not read yet is
+        dropped, as what was still in its socket is. Served at once, a flood's
+        last frames would stall every other client as the flood did; served at
+        its pace, they would hold its connection (and a host that stops) for long.
+        """
+        is_open: Callable[[], bool] | None = getattr(self.wire, "is_open", None)
+        if is_open is not None and not is_open():
+            return False
+        if not self._held_back:
+            self._held_back = True
+            log.info(
+                "client %s (%s) sends more than its share of a busy host; reading it slower",
+                self.id,
+                self.wire.label,
+            )
+        await anyio.sleep(wait)
+        return is_open is None or is_open()
 
     async def _write_loop(self) -> None:
         while not self.closed:

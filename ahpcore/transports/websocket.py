@@ -23,7 +23,7 @@ import socket
 import stat
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote_plus, urlsplit
@@ -35,6 +35,14 @@ from websockets.http11 import Request, Response
 from websockets.protocol import OPEN
 
 from ahpcore.logs import escape
+from ahpcore.rpc.budget import (
+    DEFAULT_FRAMES_PER_SECOND,
+    DEFAULT_HOST_BURST_SECONDS,
+    DEFAULT_HOST_BYTES_PER_SECOND,
+    HOST_FRAMES_PER_CONNECTION_BUDGET,
+    InboundShare,
+    SharedInbound,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +103,19 @@ class WebSocketWire:
     order (with deflate, the order they were compressed in).
     """
 
-    def __init__(self, connection: ServerConnection, end_of_turn: EndOfTurn | None = None) -> None:
+    def __init__(
+        self,
+        connection: ServerConnection,
+        end_of_turn: EndOfTurn | None = None,
+        limits: ConnectionLimits | None = None,
+    ) -> None:
         self.connection = connection
         address = connection.remote_address
         self.label = f"ws {address[0]}:{address[1]}" if address else "ws unix socket"
+        #: Read by the connection's peer: its account with the host-wide inbound budget.
+        self.inbound_share: InboundShare | None = (
+            limits.inbound.share() if limits is not None and limits.inbound is not None else None
+        )
         self._held: list[bytes] = []
         self._held_bytes = 0
         self._end_of_turn = end_of_turn or EndOfTurn()
@@ -205,6 +222,9 @@ class WebSocketWire:
                 frame = Frame(Opcode.TEXT, data).serialize(mask=False)
             wire._hold(frame)
         return failed
+
+    def is_open(self) -> bool:
+        return self.connection.protocol.state is OPEN
 
     def buffered_bytes(self) -> int | None:
         transport = self.connection.transport
@@ -424,6 +444,37 @@ class FailureThrottle:
 _MAX_TRACKED_PEERS = 4096
 
 
+#: Connections one address may hold open at once (all of loopback is one address).
+DEFAULT_CONNECTIONS_PER_ADDRESS = 64
+
+
+def shared_inbound(
+    per_connection: float | None = DEFAULT_FRAMES_PER_SECOND,
+) -> SharedInbound | None:
+    """The host-wide inbound budget that goes with a per-connection one of
+    ``per_connection`` frames/s (None: lifted, and so is the host's)."""
+    if per_connection is None:
+        return None
+    return SharedInbound(
+        per_connection * HOST_FRAMES_PER_CONNECTION_BUDGET,
+        DEFAULT_HOST_BYTES_PER_SECOND,
+        DEFAULT_HOST_BURST_SECONDS,
+    )
+
+
+def _default_inbound() -> SharedInbound | None:
+    return shared_inbound()
+
+
+@dataclass
+class ConnectionLimits:
+    """What a server bounds across all its connections; servers that share one (the TCP
+    listener and the Unix socket of one host) bound them together."""
+
+    #: The host-wide inbound budget, shared fairly (None: none).
+    inbound: SharedInbound | None = field(default_factory=_default_inbound)
+
+
 def _plain_response(
     connection: ServerConnection,
     status: HTTPStatus,
@@ -496,7 +547,9 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
     return process_request
 
 
-def _handler(serve_connection: ServeConnection) -> Callable[[ServerConnection], Awaitable[None]]:
+def _handler(
+    serve_connection: ServeConnection, limits: ConnectionLimits
+) -> Callable[[ServerConnection], Awaitable[None]]:
     end_of_turn = EndOfTurn()  # shared by the server's connections
 
     async def handle(connection: ServerConnection) -> None:
@@ -512,7 +565,7 @@ def _handler(serve_connection: ServeConnection) -> Callable[[ServerConnection], 
                     )
                 return None
 
-        await serve_connection(WebSocketWire(connection, end_of_turn), frames)
+        await serve_connection(WebSocketWire(connection, end_of_turn, limits), frames)
 
     return handle
 
@@ -527,12 +580,15 @@ async def start_websocket_server(
     compression: bool,
     allow_origins: Iterable[str] = (),
     throttle: FailureThrottle | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> Server:
     """Listen on TCP; the returned server is closed by the caller.
 
     ``allow_origins`` lists the web origins (``https://app.example``, or ``*``)
-    admitted besides loopback ones and the host's own; see ``Gate``.
+    admitted besides loopback ones and the host's own; see ``Gate``. ``limits``
+    are shared with any other server given the same (defaults when None).
     """
+    limits = limits or ConnectionLimits()
     gate = Gate(
         token,
         frozenset(normalize_origin(origin) for origin in allow_origins),
@@ -540,7 +596,7 @@ async def start_websocket_server(
         throttle=throttle or FailureThrottle(),
     )
     return await serve(
-        _handler(serve_connection),
+        _handler(serve_connection, limits),
         host,
         port,
         process_request=_gatekeeper(gate),
@@ -568,8 +624,10 @@ async def start_unix_server(
     max_frame_bytes: int,
     compression: bool,
     allow_origins: Iterable[str] = (),
+    limits: ConnectionLimits | None = None,
 ) -> Server:
     """Listen on a Unix domain socket only its owner may open (no token: the file mode is the gate)."""
+    limits = limits or ConnectionLimits()
     if os.path.lexists(path):
         # A stale socket from an earlier run is replaced; a live one, or anything that
         # is not a socket, is not ours to delete.
@@ -581,7 +639,7 @@ async def start_unix_server(
     old_umask = os.umask(0o177)
     try:
         return await unix_serve(
-            _handler(serve_connection),
+            _handler(serve_connection, limits),
             path,
             process_request=_gatekeeper(
                 Gate(None, frozenset(normalize_origin(o) for o in allow_origins))
