@@ -12,7 +12,6 @@ shells and subagents are listed, the kinds the protocol has.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from typing import Any
 
 from claude_agent_sdk import SystemMessage
 
+from ahp_claude.tagged import every_between
 from ahpcore.sessions.contract import SessionReporter
 
 #: The CLI's task types the protocol has a kind for.
@@ -29,7 +29,6 @@ KINDS = {"local_bash": "shell", "local_agent": "subagent"}
 TERMINAL = frozenset({"completed", "failed", "stopped", "killed"})
 #: The origin of the entry where the CLI tells itself that background work ended.
 NOTIFICATION = "task-notification"
-SUMMARY = re.compile(r"<summary>(.*?)</summary>", re.S)
 #: How much of a transcript's end is read for the entry a turn of the CLI's began at.
 TAIL_BYTES = 1 << 20
 SUBTYPES = frozenset(
@@ -62,7 +61,7 @@ def notification_message(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     content = (entry.get("message") or {}).get("content")
     if isinstance(content, list):
         content = "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    said = [line.strip() for line in SUMMARY.findall(str(content or ""))]
+    said = [line.strip() for line in every_between(str(content or ""), "summary")]
     origin = "systemNotification" if said else "agent"
     return {"text": "\n".join(said), "origin": {"kind": origin}}
 

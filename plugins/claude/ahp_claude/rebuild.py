@@ -11,13 +11,13 @@ turn's cost and the model's context window) comes from the host's sidecar.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from ahp_claude import questions, tools
 from ahp_claude.background import notification_message
+from ahp_claude.tagged import between
 from ahp_claude.transcripts import INTERRUPTED, prompt_text, read_entries, turns
 from ahpcore.sessions.contract import Approval, Cost, InputAnswer, TranscriptReader, TurnReporter
 
@@ -29,7 +29,6 @@ HOST_STOPPED = (
     "kept; send a message to go on."
 )
 
-_STDOUT = re.compile(r"<local-command-stdout>(.*?)</local-command-stdout>", re.DOTALL)
 
 Entries = list[dict[str, Any]]
 
@@ -167,9 +166,9 @@ class Replay:
             notice(self.report, str(about.get("trigger") or "manual"), about.get("preTokens"))
         elif subtype == "local_command":
             # What a slash command printed: live, the CLI says it as the turn's answer.
-            printed = _STDOUT.search(str(entry.get("content", "")))
-            if printed and printed.group(1).strip():
-                self.report.text(printed.group(1).strip())
+            printed = between(str(entry.get("content", "")), "local-command-stdout")
+            if printed and printed.strip():
+                self.report.text(printed.strip())
 
     def _assistant_block(self, block: Any) -> None:
         if not isinstance(block, Mapping):

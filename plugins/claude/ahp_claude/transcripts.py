@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ahp_claude.tagged import between
 from ahpcore.sessions.contract import TranscriptReader
 
 INTERRUPTED = "[Request interrupted by user"
@@ -60,10 +60,6 @@ def read_entries(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-_COMMAND = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
-_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
-
-
 def prompt_text(entry: Mapping[str, Any]) -> str | None:
     """The person's words if ``entry`` starts a turn, else None."""
     if entry.get("type") != "user" or entry.get("isSidechain") or entry.get("isMeta"):
@@ -99,14 +95,14 @@ def _command(entry: Mapping[str, Any], text: str) -> str | None:
     ``set_model`` writes a ``/model`` command of its own; a command a person sent
     carries the turn attribution the CLI gives every prompt.
     """
-    name = _COMMAND.search(text)
+    name = between(text, "command-name")
     if name is None:
         return None
-    command = name.group(1).strip()
+    command = name.strip()
     if command == "/model" and not entry.get("turnAttributionKey"):
         return None
-    args = _ARGS.search(text)
-    said = args.group(1).strip() if args else ""
+    args = between(text, "command-args")
+    said = args.strip() if args else ""
     return f"{command} {said}" if said else command
 
 
