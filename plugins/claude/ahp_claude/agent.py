@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
@@ -285,11 +286,12 @@ class ClaudeAgent:
 
     # -- turns ----------------------------------------------------------------------
     async def run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+        began = time.monotonic()  # the host's clock for the turn starts about now too
         # One turn at a time: a turn started while a cancelled one drains waits for it.
         async with self._one_turn:
-            await self._run_turn(turn, report)
+            await self._run_turn(turn, report, began)
 
-    async def _run_turn(self, turn: TurnInput, report: TurnReporter) -> None:
+    async def _run_turn(self, turn: TurnInput, report: TurnReporter, began: float) -> None:
         offered = sorted(str(t.get("name")) for t in self.start.client_tools)
         if sorted(str(t.get("name")) for t in turn.client_tools) != offered:
             # The CLI learns its MCP tools when it starts: new client tools need a new CLI.
@@ -310,20 +312,25 @@ class ClaudeAgent:
         self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
         self.backend.turn_open(self.session_id, message["uuid"], True)
         cancelled = False
+        took: float | None = None
         try:
             await client.query(one_message(message))
             await running.done.wait()
         except anyio.get_cancelled_exc_class():
-            cancelled, running.live = True, False
+            # A cancelled turn ends for its chat now, not once the CLI has drained it.
+            cancelled, running.live, took = True, False, time.monotonic() - began
             with anyio.CancelScope(shield=True):
                 await self._interrupt(client, running)
             raise
         finally:
             self._first_turn = False
+            # How long the turn took (the transcript's timestamps leave out the CLI's start),
+            # and what it failed with, for the turn rebuilt from the transcript later.
+            took = time.monotonic() - began if took is None else took
+            ended: dict[str, Any] = {"duration": int(took * 1000)}
             if running.error is not None and not cancelled:
-                self.backend.record_turn_end(
-                    self.session_id, message["uuid"], {"error": running.error}
-                )
+                ended["error"] = running.error
+            self.backend.record_turn_end(self.session_id, message["uuid"], ended)
             # Seen to its end, whichever: only a turn the host never saw end stays open.
             self.backend.turn_open(self.session_id, message["uuid"], False)
         if running.error is not None:
@@ -740,6 +747,12 @@ class ClaudeAgent:
         if context.suggestions:
             options.append(ApprovalOption(ALLOW_ALWAYS, "Allow always", "approve"))
         options.append(ApprovalOption(DENY, "Deny", "deny"))
+        # What was offered too, so a rebuilt call names the option picked as the live one.
+        asked: dict[str, Any] = {
+            "asked": True,
+            "title": context.title,
+            "options": [{"id": o.id, "label": o.label, "kind": o.kind} for o in options],
+        }
         try:
             approval = await call.stream.report.tool_approval(
                 call_id,
@@ -751,17 +764,17 @@ class ClaudeAgent:
             )
         except TurnEnded:
             call.denied = True
-            self.backend.record_decision(self.session_id, call_id, {"asked": True})
+            self.backend.record_decision(self.session_id, call_id, asked)
             return PermissionResultDeny(message="The turn ended.", interrupt=True)
         self.backend.record_decision(
             self.session_id,
             call_id,
             {
-                "asked": True,
+                **asked,
                 "approved": approval.approved,
                 "reason": approval.reason,
                 "edited": approval.edited_input,
-                "title": context.title,
+                "selected": approval.selected_option_id,
             },
         )
         if approval.approved:

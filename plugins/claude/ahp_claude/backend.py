@@ -260,7 +260,21 @@ class ClaudeBackend:
         fork_of = None
         if start.fork_from is not None:
             fork_of = self._fork_origin(*start.fork_from, start.references)
+            self._inherit(start.backend_id, start.fork_from[0], fork_of[0])
         self.owners.claim(start.backend_id, start.session_id, fork_of)
+
+    def _inherit(self, fork: str, *sources: str) -> None:
+        """A fork keeps what its sources' sidecars say of the turns it copies (their ids,
+        who was asked, how long they took) in its own: the source may be deleted before
+        the fork is next read. What it says of turns the fork did not copy is never read."""
+        known = self.sidecar(fork)
+        merged = {kind: dict(known[kind]) for kind in known}
+        for source in dict.fromkeys(sources):
+            kept = self.sidecar(source)
+            for kind in SIDECAR_KINDS:
+                merged[kind] = {**kept[kind], **merged[kind]}
+        if merged != known:
+            self._store(fork, merged, "what it forked")
 
     def _fork_origin(
         self, source: str, turn_id: str, references: Mapping[str, str]
@@ -298,13 +312,16 @@ class ClaudeBackend:
 
     def _remember(self, session_id: str, kind: str, key: str, value: Any) -> None:
         """Set ``key`` of ``kind`` in the session's sidecar (None removes it)."""
-        path = self._sidecar_path(session_id)
         known = self.sidecar(session_id)
         if value is None:
             if known[kind].pop(key, None) is None:
                 return
         else:
             known[kind][key] = value
+        self._store(session_id, known, kind)
+
+    def _store(self, session_id: str, known: Mapping[str, Any], kind: str) -> None:
+        path = self._sidecar_path(session_id)
         try:
             private_folder(path.parent)
             # Whole or not at all: a host killed mid-write keeps the sidecar it had.
@@ -452,10 +469,15 @@ class ClaudeBackend:
         sidecar = self.sidecar(backend_id)
         owner = self.owners.get(backend_id)
         fork_of = owner.fork_of if owner is not None else None
-        if fork_of is not None:
+        ancestor = owner
+        for _ in range(100):  # a fork made before forks kept their own: its sources' sidecars
+            if ancestor is None or ancestor.fork_of is None:
+                break
             # The turns a fork carried over are known by the ids its source gave them.
-            source = self.sidecar(fork_of[0])
-            sidecar = {kind: {**source[kind], **sidecar[kind]} for kind in sidecar}
+            source = self.sidecar(ancestor.fork_of[0])
+            for kind in SIDECAR_KINDS:
+                sidecar[kind] = {**source[kind], **sidecar[kind]}
+            ancestor = self.owners.get(ancestor.fork_of[0])
         if path is not None:
             entries = transcripts.read_entries(path)
         elif fork_of is not None and (source_path := self.transcript_path(fork_of[0])):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ from ahp_claude import questions, tools
 from ahp_claude.background import notification_message
 from ahp_claude.tagged import between
 from ahp_claude.transcripts import INTERRUPTED, prompt_text, read_entries, turns
-from ahpcore.sessions.contract import Approval, Cost, InputAnswer, TranscriptReader, TurnReporter
+from ahpcore.sessions.contract import (
+    Approval,
+    ApprovalOption,
+    Cost,
+    InputAnswer,
+    TranscriptReader,
+    TurnReporter,
+)
 
 DENIED = ("denied this tool call", "doesn't want to proceed", "user rejected")
 
@@ -228,6 +236,7 @@ class Replay:
                     bool(decided.get("approved")),
                     edited_input=decided.get("edited"),
                     reason=decided.get("reason"),
+                    selected_option_id=decided.get("selected"),
                 )
                 if "approved" in decided
                 else None
@@ -238,6 +247,7 @@ class Replay:
                 invocation_message=invocation,
                 approval=approval,
                 title=decided.get("title"),
+                options=_options(decided.get("options")),
             )
             if approval is None or not approval.approved:
                 return False
@@ -336,6 +346,17 @@ class Replay:
         )
 
 
+def _options(kept: Any) -> list[ApprovalOption]:
+    """The answers a call offered, as the sidecar kept them (none from older hosts)."""
+    offered: list[ApprovalOption] = []
+    for option in kept if isinstance(kept, list) else ():
+        if isinstance(option, Mapping) and option.get("kind") in ("approve", "deny"):
+            offered.append(
+                ApprovalOption(str(option.get("id")), str(option.get("label")), option["kind"])
+            )
+    return offered
+
+
 def notice(report: TurnReporter, trigger: str, before: Any) -> None:
     """The harness compacted the conversation: a system notification, live or rebuilt."""
     said = "Conversation compacted" + (f" from {before} tokens" if before else "")
@@ -381,17 +402,39 @@ def rebuild(
         replay = Replay(report, decisions, subagents)
         replay.entries(rest)
         known = ended.get(start_id) or {}
+        # As long as the live turn took, where this host saw it; else what the timestamps span.
+        kept = known.get("duration")
+        duration = int(kept) if isinstance(kept, int | float) else _span_ms(start, rest)
         if known.get("error"):
             # The CLI failed (or died) mid-turn: the transcript just stops.
             if known.get("model"):
                 replay.report_usage(known)  # it failed after saying what it spent
-            reader.end_turn(state="error", error=str(known["error"]))
+            reader.end_turn(state="error", duration_ms=duration, error=str(known["error"]))
             continue
         if start_id in cut_off:
             # What the transcript kept of it stays; how it would have ended nobody knows.
-            reader.end_turn(state="error", error=HOST_STOPPED)
+            reader.end_turn(state="error", duration_ms=duration, error=HOST_STOPPED)
             continue
         if replay.state != "cancelled":
             # A cancelled turn stops listening before the CLI counts what it spent.
             replay.report_usage(known)
-        reader.end_turn(state=replay.state)  # type: ignore[arg-type]
+        reader.end_turn(state=replay.state, duration_ms=duration)  # type: ignore[arg-type]
+
+
+def _moment(entry: Mapping[str, Any]) -> datetime | None:
+    stamp = entry.get("timestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _span_ms(start: Mapping[str, Any], rest: Iterable[Mapping[str, Any]]) -> int:
+    """From a turn's first entry to its latest one, by the timestamps the CLI wrote."""
+    began = _moment(start)
+    moments = [m for m in map(_moment, rest) if m is not None]
+    if began is None or not moments:
+        return 0
+    return max(0, int((max(moments) - began).total_seconds() * 1000))

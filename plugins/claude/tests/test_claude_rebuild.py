@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from anthropic_server import Thinking, ToolUse, reply
+from anthropic_server import Hold, Thinking, ToolUse, reply
 from conftest import (
     chat_state,
     confirm,
     connect_and_open,
     is_action,
     open_session,
+    reached,
     start_turn,
     turn_end,
 )
@@ -23,7 +26,8 @@ pytestmark = pytest.mark.anyio
 
 
 def comparable(state: dict[str, Any]) -> dict[str, Any]:
-    """A chat state without what only says when it happened (a rebuild reads the transcript's)."""
+    """A chat state without what only says when it happened (a rebuild reads the transcript's;
+    durations are compared apart, by ``about_the_same``)."""
     turns = [
         {k: v for k, v in t.items() if k not in ("startedAt", "duration")} for t in state["turns"]
     ]
@@ -73,6 +77,7 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
 
     rebuilt, rebuilt_child = await reopen(claude_host, session, chat, child)
     assert comparable(rebuilt) == comparable(live)
+    assert about_the_same(rebuilt, live), (durations(rebuilt), durations(live))
     assert rebuilt["turns"][0]["responseParts"][0]["toolCall"]["_meta"]["subagentChatUri"] == child
     assert comparable(rebuilt_child) == comparable(live_child)
 
@@ -160,6 +165,7 @@ async def test_reopened_calls_questions_and_commands_read_as_live(
 
     [rebuilt] = await reopen(claude_host, session, chat)
     assert comparable(rebuilt) == comparable(live)
+    assert about_the_same(rebuilt, live), (durations(rebuilt), durations(live))
 
 
 async def test_a_reopened_client_tool_call_says_what_the_client_said(
@@ -202,6 +208,7 @@ async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, w
     for state in (live, rebuilt):
         state["turns"][0]["responseParts"][0]["error"].pop("errorType")
     assert comparable(rebuilt) == comparable(live)
+    assert about_the_same(rebuilt, live), (durations(rebuilt), durations(live))
     assert "claude login" in rebuilt["turns"][0]["responseParts"][0]["error"]["message"]
 
 
@@ -225,3 +232,101 @@ async def test_a_reopened_chat_knows_each_turn_by_the_entry_it_began_at(
         await client.initialize()
         await client.request("subscribe", {"channel": chat})
         assert running.host.sessions.registry.chat_by_uri(chat).references == live
+
+
+def durations(state: dict[str, Any]) -> list[int]:
+    return [int(t.get("duration") or 0) for t in state["turns"]]
+
+
+def about_the_same(rebuilt: dict[str, Any], live: dict[str, Any]) -> bool:
+    """Whether each rebuilt turn took about as long as it did live (to a tenth, or 250 ms)."""
+    said, took = durations(rebuilt), durations(live)
+    return len(said) == len(took) and all(
+        abs(r - w) <= 250 + w // 10 for r, w in zip(said, took, strict=True)
+    )
+
+
+async def test_durations_decisions_and_forks_rebuild_as_they_were_live(
+    claude_host, anthropic, claude_env, workdir: Path
+):
+    # Real clients name turns by UUID; the first turn's id is no UUID, so the transcript
+    # knows it by another.
+    t1, t2, f1, g1 = "write-it", *(str(uuid.uuid4()) for _ in range(3))
+    written = workdir / "a.txt"
+    write = {"file_path": str(written), "content": "hello\n"}
+    thinking = Hold()  # a turn that takes a while, so its duration is worth comparing
+    anthropic.script(
+        reply(ToolUse("Write", write, id="toolu_write")),
+        reply("Written."),
+        reply(thinking, "Thought it over."),
+        reply("Forked answer."),
+        reply("Forked again."),
+    )
+    fork, again = "ahp-chat://fork/rebuilt", "ahp-chat://fork/again"
+    async with claude_host() as (running, backend):
+        client, session, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "write it", t1)
+        ready = await client.recv_until(is_action("chat/toolCallReady", chat), 30)
+        assert "allow" in [o["id"] for o in ready["params"]["action"].get("options") or ()]
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": t1,
+                "toolCallId": "toolu_write",
+                "approved": True,
+                "confirmed": "user-action",
+                "selectedOptionId": "allow",
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert written.read_text() == "hello\n"
+        await start_turn(client, chat, "think it over", t2)
+        await reached(thinking)
+        await anyio.sleep(0.8)
+        thinking.release.set()
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        # A fork of the first turn, and a fork of that fork.
+        for source, at, made, turn_id, text in (
+            (chat, t1, fork, f1, "in the fork"),
+            (fork, f1, again, g1, "in the fork of the fork"),
+        ):
+            source_of = {"kind": "fork", "chat": source, "turnId": at}
+            await client.request(
+                "createChat", {"channel": session, "chat": made, "source": source_of}
+            )
+            await client.request("subscribe", {"channel": made})
+            await start_turn(client, made, text, turn_id)
+            assert (await turn_end(client, made))["type"] == "chat/turnComplete"
+        live = {c: await chat_state(client, c) for c in (chat, fork, again)}
+        [again_id] = [i for i, a in backend.live.items() if a.start.chat_uri == again]
+    call = live[chat]["turns"][0]["responseParts"][0]["toolCall"]
+    assert (call["confirmed"], call["selectedOption"]["id"]) == ("user-action", "allow")
+    assert [t["id"] for t in live[again]["turns"]] == [t1, f1, g1]
+    assert live[again]["turns"][0] == live[chat]["turns"][0]
+    assert durations(live[chat])[1] >= 800
+
+    rebuilt = dict(zip(live, await reopen(claude_host, session, *live), strict=True))
+    for uri, state in rebuilt.items():
+        assert comparable(state) == comparable(live[uri]), uri
+        assert about_the_same(state, live[uri]), (uri, durations(state), durations(live[uri]))
+
+    # The fork of the fork moved out to a session of its own outlives the session it left.
+    async with claude_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        moved = await client.request(
+            "moveChat", {"channel": again, "destination": {"kind": "newSession"}}
+        )
+        assert moved["session"] == f"claude:/{again_id}"
+        await client.request("disposeSession", {"channel": session})
+    [alone] = await reopen(claude_host, f"claude:/{again_id}", again)
+    assert comparable(alone)["turns"] == comparable(live[again])["turns"]
+    assert about_the_same(alone, live[again])
+
+    # A session begun in a terminal has no sidecar: its durations come from the timestamps,
+    # which leave out only the CLI's start.
+    shutil.rmtree(Path(claude_env["HOME"]).parent / "state" / "claude" / "sidecar")
+    [bare] = await reopen(claude_host, f"claude:/{again_id}", again)
+    assert 0 < durations(bare)[0] <= durations(live[again])[0]
