@@ -31,7 +31,11 @@ from ahpcore.defaults import (
 from ahpcore.logs import LEVELS, escape
 from ahpcore.logs import configure as configure_logging
 from ahpcore.plugins import PluginError, PluginManager, Selection
-from ahpcore.rpc.budget import DEFAULT_FRAMES_PER_SECOND
+from ahpcore.rpc.budget import (
+    DEFAULT_CONNECTIONS_PER_ADDRESS,
+    DEFAULT_FRAMES_PER_SECOND,
+    DEFAULT_HOST_QUEUE_BYTES,
+)
 
 if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
     import typer
@@ -367,6 +371,22 @@ def serve(
             "busiest are read more slowly; 0 lifts both budgets.",
         ),
     ] = DEFAULT_FRAMES_PER_SECOND,
+    host_queue_bytes: Annotated[
+        int,
+        typer.Option(
+            envvar="AHP_HOST_QUEUE_BYTES",
+            help="Bytes all clients together may have yet to take; past three quarters of "
+            "it the client furthest behind is closed (1008), past it a closing one is dropped.",
+        ),
+    ] = DEFAULT_HOST_QUEUE_BYTES,
+    max_connections_per_address: Annotated[
+        int,
+        typer.Option(
+            envvar="AHP_MAX_CONNECTIONS_PER_ADDRESS",
+            help="Connections one address may hold open (all of loopback is one address); "
+            "the next is refused with 429; 0 for any number.",
+        ),
+    ] = DEFAULT_CONNECTIONS_PER_ADDRESS,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -405,6 +425,15 @@ def serve(
             )
         if inbound_frames < 0:
             raise Fail(f"--inbound-frames {inbound_frames} is negative (0 lifts the budget)")
+        if host_queue_bytes < MIN_FRAME_BYTES:
+            raise Fail(
+                f"--host-queue-bytes {host_queue_bytes} is too small (at least {MIN_FRAME_BYTES})"
+            )
+        if max_connections_per_address < 0:
+            raise Fail(
+                f"--max-connections-per-address {max_connections_per_address} is negative "
+                "(0 for any number)"
+            )
         if stop_timeout < 0:
             raise Fail(f"--stop-timeout {stop_timeout} is negative (0 waits as long as it takes)")
         configure_logging(log_level)
@@ -429,7 +458,14 @@ def serve(
         if chosen_token is None:
             log.warning("accepting WebSocket clients without a connection token (loopback only)")
         the_host = Host(_manager(plugins, no_plugins), settings)
-        options = _ServeOptions(chosen_token, stdio, socket_path, origins)
+        options = _ServeOptions(
+            chosen_token,
+            stdio,
+            socket_path,
+            origins,
+            host_queue_bytes=host_queue_bytes,
+            max_connections_per_address=max_connections_per_address,
+        )
         watch = _StopWatch(the_host, stop_timeout)
         try:
             anyio.run(_serve, the_host, options, watch, backend="asyncio")
@@ -452,6 +488,8 @@ class _ServeOptions:
     stdio: bool
     socket: Path | None
     allow_origins: list[str]
+    host_queue_bytes: int = DEFAULT_HOST_QUEUE_BYTES
+    max_connections_per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
 
 
 class _StopWatch:
@@ -526,6 +564,7 @@ async def _serve(host: Host, options: _ServeOptions, watch: _StopWatch) -> None:
 
 async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
     """Bind every listener before anything is printed: a failure leaves nothing half-open."""
+    from ahpcore.rpc.peer import HostQueues
     from ahpcore.transports.websocket import (
         ConnectionLimits,
         shared_inbound,
@@ -535,7 +574,11 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
 
     settings = host.settings
     # One set of limits for both listeners: they bound the host's connections together.
-    limits = ConnectionLimits(inbound=shared_inbound(settings.inbound_frames_per_second))
+    limits = ConnectionLimits(
+        inbound=shared_inbound(settings.inbound_frames_per_second),
+        queues=HostQueues(options.host_queue_bytes),
+        per_address=options.max_connections_per_address,
+    )
     servers: list[Any] = []
     try:
         try:
@@ -795,6 +838,12 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "--compression": ("compression", "flag", "AHP_COMPRESSION"),
     "--no-compression": ("compression", "flag-off", "AHP_COMPRESSION"),
     "--inbound-frames": ("inbound_frames", "float", "AHP_INBOUND_FRAMES"),
+    "--host-queue-bytes": ("host_queue_bytes", "int", "AHP_HOST_QUEUE_BYTES"),
+    "--max-connections-per-address": (
+        "max_connections_per_address",
+        "int",
+        "AHP_MAX_CONNECTIONS_PER_ADDRESS",
+    ),
     "--state-dir": ("state_dir", "path", "AHP_STATE_DIR"),
     "--log-level": ("log_level", "str", "AHP_LOG_LEVEL"),
     "--worktrees-root": ("worktrees_root", "path", "AHP_WORKTREES_ROOT"),

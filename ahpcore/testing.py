@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -33,6 +33,9 @@ from ahpcore.plugins import PluginManager, Selection
 from ahpcore.protocol.methods import COMMANDS
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.protocol.versions import SUPPORTED_VERSIONS
+
+if TYPE_CHECKING:
+    from ahpcore.transports.websocket import ConnectionLimits
 
 DEFAULT_TIMEOUT = 10.0
 
@@ -284,8 +287,12 @@ async def running_host(
     token: str | None = None,
     settings: HostSettings | None = None,
     state_dir: Path | None = None,
+    limits: ConnectionLimits | None = None,
 ) -> AsyncIterator[RunningHost]:
-    """A started host with exactly ``plugins`` (no entry points), serving 127.0.0.1."""
+    """A started host with exactly ``plugins`` (no entry points), serving 127.0.0.1.
+
+    ``limits``: the server's bounds across connections (``ConnectionLimits()`` when None).
+    """
 
     settings = settings or HostSettings(sessions="memory", port=0)
     if state_dir is not None:
@@ -294,13 +301,13 @@ async def running_host(
         plugins=plugins, entry_points=False, selection=Selection(protocol_only=no_plugins)
     )
     host = Host(manager, settings)
-    async with host, _served(host, settings, token) as running:
+    async with host, _served(host, settings, token, limits) as running:
         yield running
 
 
 @asynccontextmanager
 async def _served(
-    host: Host, settings: HostSettings, token: str | None
+    host: Host, settings: HostSettings, token: str | None, limits: ConnectionLimits | None
 ) -> AsyncIterator[RunningHost]:
     from ahpcore.transports.websocket import start_websocket_server
 
@@ -311,6 +318,7 @@ async def _served(
         token=token,
         max_frame_bytes=settings.max_frame_bytes,
         compression=settings.compression,
+        limits=limits,
     )
     port = next(iter(server.sockets)).getsockname()[1]
     running = RunningHost(host, f"ws://127.0.0.1:{port}/", token)

@@ -126,6 +126,8 @@ def start_host(state_dir: Path, *extra: str, budget: bool = True) -> Server:
     env = dict(os.environ)
     if not budget:
         env["AHP_INBOUND_FRAMES"] = "0"
+        # Fan-out rows open up to 200 clients from loopback, one address for the host.
+        env["AHP_MAX_CONNECTIONS_PER_ADDRESS"] = "0"
     process = subprocess.Popen(
         [*SERVER_PREFIX, *command],
         stdout=subprocess.DEVNULL,

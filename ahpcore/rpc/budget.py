@@ -90,6 +90,11 @@ DEFAULT_HOST_BYTES_PER_SECOND = DEFAULT_BYTES_PER_SECOND * HOST_FRAMES_PER_CONNE
 #: How much of the host's budget may go at once: one connection's burst, so a
 #: connection alone on the host spends its own burst unhindered.
 DEFAULT_HOST_BURST_SECONDS = DEFAULT_BURST_SECONDS / HOST_FRAMES_PER_CONNECTION_BUDGET
+#: What the clients of all connections together may have yet to take, by default
+#: (``ahpcore.rpc.peer.HostQueues``); one connection's own ceiling is clientQueueBytes.
+DEFAULT_HOST_QUEUE_BYTES = 512 * MIB
+#: Connections one address may hold open at once (all of loopback is one address).
+DEFAULT_CONNECTIONS_PER_ADDRESS = 64
 #: Connections count as active for a second after each frame they send.
 ACTIVE_WINDOW_SECONDS = 1.0
 #: How far ahead of its fair share a connection's account may run while the host

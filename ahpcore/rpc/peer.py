@@ -20,7 +20,7 @@ import anyio.abc
 
 from ahpcore.logs import escape
 from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
-from ahpcore.rpc.budget import InboundBudget, InboundShare
+from ahpcore.rpc.budget import DEFAULT_HOST_QUEUE_BYTES, InboundBudget, InboundShare
 from ahpcore.rpc.framing import Message, dumps, dumps_answer_in_slices, parse, without_paths
 from ahpcore.transports.base import Wire
 
@@ -39,6 +39,9 @@ _ids = itertools.count(1)
 TOO_FAR_BEHIND = "too far behind"
 #: close_reason of a connection closed for sending past its inbound budget.
 CLOSED_OVER_BUDGET = "over its inbound budget"
+#: close_reason of a connection closed for being furthest behind when the host's
+#: outbound queues, all connections together, passed their ceiling (``HostQueues``).
+FURTHEST_BEHIND = "furthest behind while the host's queues were full"
 #: Over budget, a frame bigger than this is not parsed just to refuse it: the sender is closed.
 REFUSE_UNREAD_BYTES = 64 * 1024
 #: A result listing more items than this (a listSessions of thousands of rows) is
@@ -125,6 +128,12 @@ class Peer:
         #: transport keeps one (``ahpcore.rpc.budget.SharedInbound``).
         self._share: InboundShare | None = getattr(wire, "inbound_share", None)
         self._held_back = False
+        #: The host's ledger of queued outbound bytes, when the transport keeps one, and
+        #: what it last counted for this peer.
+        self._queues: HostQueues | None = getattr(wire, "host_queues", None)
+        self._counted = 0
+        if self._queues is not None:
+            self._queues.join(self)
 
     # -- sending -----------------------------------------------------------
     @property
@@ -157,8 +166,20 @@ class Peer:
         if self._in_parts_for(weight):
             return None
         held = self._buffered_bytes()
-        if held and held + weight > limit:  # _has_room, inline: it runs per frame and watcher
-            return None
+        if held:  # _has_room and HostQueues.count, inline: this runs per frame and watcher
+            held += weight
+            if held > limit:
+                return None
+            queues = self._queues
+            # A client holding nothing is keeping up and is not counted anew: the ledger
+            # is off for it by this one frame at most until its next.
+            if queues is not None:
+                queues.live += held - self._counted
+                self._counted = held
+                if queues.live > queues.soft or queues.live + queues.closing > queues.ceiling:
+                    queues.enforce()
+                    if self._is_closed:
+                        return None
         return self.wire
 
     def _in_parts_for(self, weight: int) -> bool:
@@ -178,6 +199,10 @@ class Peer:
             if not _has_room(held, weight, limit):
                 self.fall_behind(held)
                 return False
+            if held and self._queues is not None:  # as in ready_wire
+                self._queues.count(self, held + weight)
+                if self._is_closed:
+                    return False
         in_parts = self._in_parts_for(weight)
         if self._write_now is not None and not (self._outbox or self._in_parts or in_parts):
             # Nothing queued ahead of it: straight onto the wire, in order.
@@ -251,6 +276,8 @@ class Peer:
         self._closed.set()
         self._outbox.clear()
         self._queued_bytes = 0
+        if self._queues is not None:
+            self._queues.closed(self)
         self._wakeup.set()
         for done, _ in self._pending.values():
             done.set()
@@ -275,22 +302,35 @@ class Peer:
                 tg.cancel_scope.cancel()
         finally:
             was_behind = self.close_reason == TOO_FAR_BEHIND
+            furthest_behind = self.close_reason == FURTHEST_BEHIND
             over_budget = self.close_reason == CLOSED_OVER_BUDGET
             self.close(self.close_reason or "connection ended")
             with anyio.CancelScope(shield=True):
-                async with anyio.create_task_group() as draining:
-                    # Frames already on their way are read and dropped, so the
-                    # other side's answer to the close is not stuck behind them.
-                    draining.start_soon(_discard, frames)
-                    if was_behind:
-                        await self.wire.close(CLOSE_TOO_FAR_BEHIND, "client fell too far behind")
-                    elif over_budget and self._budget is not None:
-                        await self.wire.close(
-                            CLOSE_TOO_FAR_BEHIND, f"sent more than {self._budget.describe()}"
-                        )
-                    else:
-                        await self.wire.close()
-                    draining.cancel_scope.cancel()
+                try:
+                    async with anyio.create_task_group() as draining:
+                        # Frames already on their way are read and dropped, so the
+                        # other side's answer to the close is not stuck behind them.
+                        draining.start_soon(_discard, frames)
+                        if was_behind:
+                            await self.wire.close(
+                                CLOSE_TOO_FAR_BEHIND, "client fell too far behind"
+                            )
+                        elif furthest_behind:
+                            await self.wire.close(
+                                CLOSE_TOO_FAR_BEHIND,
+                                "client fell furthest behind while the host's outbound queues "
+                                "were full",
+                            )
+                        elif over_budget and self._budget is not None:
+                            await self.wire.close(
+                                CLOSE_TOO_FAR_BEHIND, f"sent more than {self._budget.describe()}"
+                            )
+                        else:
+                            await self.wire.close()
+                        draining.cancel_scope.cancel()
+                finally:
+                    if self._queues is not None:
+                        self._queues.leave(self)
 
     async def _hold_back(self, wait: float) -> bool:
         """Over its share of a busy host: the next frame is read ``wait`` seconds later,
@@ -432,3 +472,124 @@ def _has_room(held: int, weight: int, limit: int) -> bool:
     A client holding nothing takes any frame, however large: it is not behind.
     """
     return held == 0 or held + weight <= limit
+
+
+class HostQueues:
+    """What the clients of all connections have yet to take, against one ceiling.
+
+    A connection's own backlog is bounded by clientQueueBytes; this bounds their
+    sum, which many slow or silent clients would otherwise multiply. Each peer
+    that is behind tells the ledger what it holds whenever it sends, so the
+    running total is kept in O(1) per frame. It may overstate (a client that
+    read since is still counted at its last send) or miss the one frame just
+    sent to a client that was keeping up; it is recounted exactly, over every
+    connection, only when it passes a mark.
+
+    * Past ``soft`` (three quarters of the ceiling) held by open connections, the
+      one furthest behind is closed, 1008 with a reason that says so. What it
+      was already sent stays on its socket for it to read up to the close, so a
+      slow client learns why.
+    * Past the ceiling held by open and closing connections together, the
+      closing connection holding the most is dropped at once, unread bytes and all.
+    """
+
+    def __init__(self, ceiling: int = DEFAULT_HOST_QUEUE_BYTES) -> None:
+        self.ceiling = ceiling
+        self.soft = ceiling * 3 // 4
+        #: Bytes counted for open connections and for closed ones still writing their close.
+        self.live = 0
+        self.closing = 0
+        self._live: set[Peer] = set()
+        self._closing: set[Peer] = set()
+        #: Connections closed, and closing ones dropped, to keep within the ceiling.
+        self.closed_furthest_behind = 0
+        self.dropped = 0
+
+    def join(self, peer: Peer) -> None:
+        (self._closing if peer.closed else self._live).add(peer)
+
+    def count(self, peer: Peer, held: int) -> None:
+        """``peer`` (open) holds ``held`` bytes now."""
+        self.live += held - peer._counted
+        peer._counted = held
+        if self.live > self.soft or self.live + self.closing > self.ceiling:
+            self.enforce()
+
+    def closed(self, peer: Peer) -> None:
+        if peer in self._live:
+            self._live.discard(peer)
+            self._closing.add(peer)
+            self.live -= peer._counted
+            self.closing += peer._counted
+
+    def leave(self, peer: Peer) -> None:
+        if peer in self._live:
+            self._live.discard(peer)
+            self.live -= peer._counted
+        elif peer in self._closing:
+            self._closing.discard(peer)
+            self.closing -= peer._counted
+        peer._counted = 0
+
+    def total(self) -> int:
+        """Bytes every connection's client has yet to take, counted now."""
+        self._recount()
+        return self.live + self.closing
+
+    def _recount(self) -> None:
+        self.live = self.closing = 0
+        for peer in self._live:
+            peer._counted = peer.queued_bytes + (peer.wire.buffered_bytes() or 0)
+            self.live += peer._counted
+        for peer in self._closing:
+            peer._counted = peer.wire.buffered_bytes() or 0
+            self.closing += peer._counted
+
+    def enforce(self) -> None:
+        """Recount, then drop closing connections and close the furthest behind until
+        the totals are within bounds."""
+        self._recount()
+        while True:
+            if self.live + self.closing > self.ceiling and self._drop_biggest_closing():
+                continue
+            if self.live > self.soft and self._live:
+                self._close_furthest_behind()
+                continue
+            return
+
+    def _drop_biggest_closing(self) -> bool:
+        biggest = max(self._closing, key=lambda peer: peer._counted, default=None)
+        abort = getattr(biggest.wire, "abort", None) if biggest is not None else None
+        if biggest is None or abort is None or biggest._counted == 0:
+            return False
+        log.warning(
+            "dropping client %s (%s): it still holds %d bytes and the host's queues are "
+            "past their ceiling of %d bytes",
+            biggest.id,
+            biggest.wire.label,
+            biggest._counted,
+            self.ceiling,
+        )
+        abort()
+        self.dropped += 1
+        self.closing -= biggest._counted
+        biggest._counted = 0
+        return True
+
+    def _close_furthest_behind(self) -> None:
+        furthest = max(self._live, key=lambda peer: peer._counted)
+        log.warning(
+            "client %s (%s) is %d bytes behind, the furthest of all while the host's queues "
+            "hold %d bytes (ceiling %d); closing it",
+            furthest.id,
+            furthest.wire.label,
+            furthest._counted,
+            self.live + self.closing,
+            self.ceiling,
+        )
+        self.closed_furthest_behind += 1
+        furthest.close(FURTHEST_BEHIND)  # counted with the closing ones from now on
+        # Its outbox went with the close; what its socket holds is still owed.
+        held = furthest.wire.buffered_bytes() or 0
+        self.closing += held - furthest._counted
+        furthest._counted = held

@@ -36,6 +36,7 @@ from websockets.protocol import OPEN
 
 from ahpcore.logs import escape
 from ahpcore.rpc.budget import (
+    DEFAULT_CONNECTIONS_PER_ADDRESS,
     DEFAULT_FRAMES_PER_SECOND,
     DEFAULT_HOST_BURST_SECONDS,
     DEFAULT_HOST_BYTES_PER_SECOND,
@@ -43,6 +44,7 @@ from ahpcore.rpc.budget import (
     InboundShare,
     SharedInbound,
 )
+from ahpcore.rpc.peer import HostQueues
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +118,8 @@ class WebSocketWire:
         self.inbound_share: InboundShare | None = (
             limits.inbound.share() if limits is not None and limits.inbound is not None else None
         )
+        #: And the host's ledger of queued outbound bytes.
+        self.host_queues: HostQueues | None = limits.queues if limits is not None else None
         self._held: list[bytes] = []
         self._held_bytes = 0
         self._end_of_turn = end_of_turn or EndOfTurn()
@@ -225,6 +229,14 @@ class WebSocketWire:
 
     def is_open(self) -> bool:
         return self.connection.protocol.state is OPEN
+
+    def abort(self) -> None:
+        """Drop the connection now, with whatever it still had to write."""
+        self._held.clear()
+        self._held_bytes = 0
+        transport = self.connection.transport
+        if transport is not None:
+            transport.abort()
 
     def buffered_bytes(self) -> int | None:
         transport = self.connection.transport
@@ -444,10 +456,6 @@ class FailureThrottle:
 _MAX_TRACKED_PEERS = 4096
 
 
-#: Connections one address may hold open at once (all of loopback is one address).
-DEFAULT_CONNECTIONS_PER_ADDRESS = 64
-
-
 def shared_inbound(
     per_connection: float | None = DEFAULT_FRAMES_PER_SECOND,
 ) -> SharedInbound | None:
@@ -473,6 +481,50 @@ class ConnectionLimits:
 
     #: The host-wide inbound budget, shared fairly (None: none).
     inbound: SharedInbound | None = field(default_factory=_default_inbound)
+    #: The ceiling on what all clients have yet to take (None: none).
+    queues: HostQueues | None = field(default_factory=HostQueues)
+    #: Connections one address (``address_key``) may hold open at once; 0: any number.
+    per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
+    _open: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _watches: set[asyncio.Future[None]] = field(default_factory=set, init=False, repr=False)
+    _refusals_logged: dict[str, float] = field(default_factory=dict, init=False, repr=False)
+
+    def open_from(self, address: str) -> int:
+        """Connections open from ``address`` (any spelling of it) now."""
+        return self._open.get(address_key(address), 0)
+
+    def admit(self, connection: ServerConnection) -> bool:
+        """Count an upgraded connection against its address; False when it has no room.
+
+        The count drops when the connection ends, however it ends.
+        """
+        key = address_key(_peer_of(connection))
+        held = self._open.get(key, 0)
+        if self.per_address and held >= self.per_address:
+            now = time.monotonic()
+            if now - self._refusals_logged.get(key, -60.0) >= 60.0:  # once a minute per address
+                self._refusals_logged[key] = now
+                log.warning(
+                    "refused a connection from %s: it has %d open, the most one address may "
+                    "(--max-connections-per-address)",
+                    key,
+                    held,
+                )
+            return False
+        self._open[key] = held + 1
+        ended = asyncio.ensure_future(connection.wait_closed())
+        self._watches.add(ended)
+        ended.add_done_callback(lambda done: self._release(key, done))
+        return True
+
+    def _release(self, key: str, done: asyncio.Future[None]) -> None:
+        self._watches.discard(done)
+        left = self._open.get(key, 0) - 1
+        if left > 0:
+            self._open[key] = left
+        else:
+            self._open.pop(key, None)
+            self._refusals_logged.pop(key, None)
 
 
 def _plain_response(
@@ -547,6 +599,28 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
     return process_request
 
 
+def _counter(
+    limits: ConnectionLimits,
+) -> Callable[[ServerConnection, Request, Response], Response | None]:
+    """Counts each upgrade against its address; past the limit, answers 429 instead."""
+
+    def process_response(
+        connection: ServerConnection, request: Request, response: Response
+    ) -> Response | None:
+        # Only an upgrade about to happen is counted, after the token and origin checks:
+        # a client without the token cannot fill an address's slots.
+        if response.status_code != HTTPStatus.SWITCHING_PROTOCOLS or limits.admit(connection):
+            return None
+        return _plain_response(
+            connection,
+            HTTPStatus.TOO_MANY_REQUESTS,
+            f"This AHP host already has {limits.per_address} connections from your address "
+            "(--max-connections-per-address); close one first.\n",
+        )
+
+    return process_response
+
+
 def _handler(
     serve_connection: ServeConnection, limits: ConnectionLimits
 ) -> Callable[[ServerConnection], Awaitable[None]]:
@@ -600,6 +674,7 @@ async def start_websocket_server(
         host,
         port,
         process_request=_gatekeeper(gate),
+        process_response=_counter(limits),
         max_size=max_frame_bytes,
         compression="deflate" if compression else None,
     )
@@ -644,6 +719,7 @@ async def start_unix_server(
             process_request=_gatekeeper(
                 Gate(None, frozenset(normalize_origin(o) for o in allow_origins))
             ),
+            process_response=_counter(limits),
             max_size=max_frame_bytes,
             compression="deflate" if compression else None,
         )
