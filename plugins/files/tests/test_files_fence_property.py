@@ -213,7 +213,7 @@ def expand(world: World, template: str) -> str:
 
 def test_every_uri_the_fence_lets_through_is_in_reach(world: World) -> None:
     @settings(
-        max_examples=1000,
+        max_examples=2000,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
