@@ -10,13 +10,15 @@ A working directory is a ``file:`` URI naming a folder of this machine
 absolute and plain: no ``.`` or ``..`` segment, no empty segment, no NUL. It is
 refused rather than normalised, so what the client named is what the session
 holds. And it is not the machine itself: ``/`` and the system's own folders (see
-``SYSTEM_FOLDERS``), symlinks resolved, are refused unless the host was started
-with ``AHP_FILES_REACH=machine``, which lets every connection reach the whole
-machine anyway.
+``SYSTEM_FOLDERS``) and any folder holding the user's home, symlinks resolved,
+are refused unless the host was started with ``AHP_FILES_REACH=machine``, which
+lets every connection reach the whole machine anyway. The files plugin's fence
+keeps the same rule through ``too_wide``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from urllib.parse import unquote_to_bytes, urlsplit
@@ -29,20 +31,23 @@ from ahpcore.protocol.uris import scheme_of
 ENV_REACH = "AHP_FILES_REACH"
 REACH_MACHINE = "machine"
 
-#: Folders no session may work in without machine reach: the root, and where the
-#: system keeps its programs, settings, devices and runtime state (the macOS names
-#: too, since ``/etc`` resolves to ``/private/etc`` there).
+#: Folders no session may work in without machine reach: the root, where the
+#: system keeps its programs, settings, devices and runtime state, and the folders
+#: holding every user's home (the macOS names too, since ``/etc`` resolves to
+#: ``/private/etc`` there). The user's own home is fine, even where it is ``/root``.
 SYSTEM_FOLDERS = (
     "/",
     "/bin",
     "/boot",
     "/dev",
     "/etc",
+    "/home",
     "/lib",
     "/lib32",
     "/lib64",
     "/libx32",
     "/proc",
+    "/root",
     "/run",
     "/sbin",
     "/sys",
@@ -50,14 +55,17 @@ SYSTEM_FOLDERS = (
     "/var",
     "/Library",
     "/System",
+    "/Users",
     "/private",
     "/private/etc",
     "/private/var",
 )
 #: Of those, the ones refused with everything under them: the kernel's views of
 #: processes and devices (``/proc/self/root`` is ``/`` again, ``/proc/self/environ``
-#: the host's secrets).
+#: the host's secrets, ``/dev/pts/0`` another terminal).
 SYSTEM_TREES = ("/dev", "/proc", "/sys")
+#: Ordinary files under a system tree: shared memory is a plain tmpfs.
+ORDINARY_UNDER_TREES = ("/dev/shm",)
 
 
 def machine_reach() -> bool:
@@ -128,25 +136,44 @@ def local_path(uri: object, where: str) -> str:
     return path
 
 
-def _system_folders() -> tuple[set[str], tuple[str, ...]]:
-    """The system folders and trees as spelled and as resolved (``/lib`` -> ``/usr/lib``)."""
-    folders = set(SYSTEM_FOLDERS) | {os.path.realpath(f) for f in SYSTEM_FOLDERS}
-    trees = tuple({*SYSTEM_TREES, *(os.path.realpath(t) for t in SYSTEM_TREES)})
-    return folders, trees
-
-
 def _within(path: str, tree: str) -> bool:
     return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
+def home_folder() -> str | None:
+    """The user's home, resolved, or None where it is unknown."""
+    home = os.path.expanduser("~")
+    return os.path.realpath(home) if os.path.isabs(home) else None
+
+
+@functools.cache
+def _spellings() -> tuple[frozenset[str], tuple[str, ...]]:
+    """The system folders and trees as spelled and as resolved (``/lib`` -> ``/usr/lib``)."""
+    found = frozenset(SYSTEM_FOLDERS) | {os.path.realpath(f) for f in SYSTEM_FOLDERS}
+    trees = tuple({*SYSTEM_TREES, *(os.path.realpath(t) for t in SYSTEM_TREES)})
+    return found, trees
+
+
+def too_wide(real: str, home: str | None) -> bool:
+    """True when ``real`` (an absolute, resolved path) is too wide for a session's
+    folder: ``/``, a system folder or tree, or a folder holding ``home``."""
+    if real.startswith("//"):  # POSIX keeps a leading '//': it is still '/'
+        real = "/" + real.lstrip("/")
+    if real == home:
+        return False
+    system, trees = _spellings()
+    if real in system:
+        return True
+    if any(_within(real, tree) for tree in trees):
+        return not any(_within(real, ordinary) for ordinary in ORDINARY_UNDER_TREES)
+    return home is not None and _within(home, real)
+
+
 def system_folder(path: str) -> str | None:
-    """The system folder ``path`` is or resolves to (see ``SYSTEM_FOLDERS``), or None."""
-    real = os.path.realpath(path)
-    folders, trees = _system_folders()
-    for candidate in (os.path.normpath(path), real):
-        if candidate.startswith("//"):  # POSIX keeps a leading '//': it is still '/'
-            candidate = "/" + candidate.lstrip("/")
-        if candidate in folders or any(_within(candidate, tree) for tree in trees):
+    """The too-wide folder (see ``too_wide``) ``path`` is or resolves to, or None."""
+    home = home_folder()
+    for candidate in (os.path.normpath(path), os.path.realpath(path)):
+        if too_wide(candidate, home):
             return candidate
     return None
 

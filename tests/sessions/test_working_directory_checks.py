@@ -88,7 +88,16 @@ async def test_plain_spellings_of_a_local_folder_are_taken(session_host, tmp_pat
 
 @pytest.mark.parametrize(
     "directory",
-    ["file:///", "file:///etc", "file:///etc/", "file:///usr", "file:///var", "file:///proc/self"],
+    [
+        "file:///",
+        "file:///etc",
+        "file:///etc/",
+        "file:///usr",
+        "file:///var",
+        "file:///proc/self",
+        "file:///home",
+        "file:///dev/pts",
+    ],
 )
 async def test_create_session_refuses_the_machine_and_its_system_folders(
     session_host, directory, monkeypatch
@@ -123,6 +132,22 @@ async def test_a_link_to_a_system_folder_is_refused_like_the_folder(
             assert error["code"] == PERMISSION_DENIED, error
             assert "leads to a system folder" in error["message"], error
             assert live_session(running.host, session_uri(n)) is None
+
+
+async def test_a_folder_holding_the_users_home_is_refused_and_the_home_is_taken(
+    session_host, tmp_path: Path, monkeypatch
+):
+    monkeypatch.delenv("AHP_FILES_REACH", raising=False)
+    home = tmp_path / "people" / "me"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    async with session_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        frame = await create(client, 1, [(tmp_path / "people").as_uri()])
+        assert frame["error"]["code"] == PERMISSION_DENIED, frame
+        assert "system folder" in frame["error"]["message"]
+        assert "error" not in await create(client, 2, [home.as_uri()])
 
 
 async def test_machine_reach_allows_system_folders(session_host, monkeypatch):

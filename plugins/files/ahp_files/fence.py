@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, PERMISSION_DENIED, ProtocolError
+from ahpcore.sessions import folders
 
 
 def url2pathname(path: str) -> str:
@@ -34,44 +35,9 @@ def url2pathname(path: str) -> str:
 
 
 #: ``AHP_FILES_REACH=machine`` lets every connection reach the whole machine.
-ENV_REACH = "AHP_FILES_REACH"
+ENV_REACH = folders.ENV_REACH
 REACH_SESSIONS = "sessions"
-REACH_MACHINE = "machine"
-
-#: Folders that are never a session's reach: a session "working" in one would put
-#: the system, or every user's files, inside the fence. (The user's own home is fine.)
-SYSTEM_FOLDERS = frozenset(
-    Path(p)
-    for p in (
-        "/",
-        "/bin",
-        "/boot",
-        "/dev",
-        "/etc",
-        "/home",
-        "/lib",
-        "/lib32",
-        "/lib64",
-        "/libx32",
-        "/proc",
-        "/root",
-        "/run",
-        "/sbin",
-        "/sys",
-        "/usr",
-        "/var",
-        # macOS
-        "/Library",
-        "/System",
-        "/Users",
-        "/private",
-        "/private/etc",
-        "/private/var",
-    )
-)
-#: Kernel file systems: nothing under them is a project. (``/dev`` itself is a
-#: system folder, but ``/dev/shm`` holds ordinary files.)
-PSEUDO_FILESYSTEMS = frozenset(("proc", "sys"))
+REACH_MACHINE = folders.REACH_MACHINE
 
 #: Code points HFS+ ignores in names, so ``.g\u200cit`` is ``.git`` on a Mac.
 _HFS_IGNORED = dict.fromkeys(
@@ -87,21 +53,14 @@ def is_git_name(name: str) -> bool:
 
 
 def home_folder() -> Path | None:
-    home = os.path.expanduser("~")
-    return Path(os.path.realpath(home)) if os.path.isabs(home) else None
+    home = folders.home_folder()
+    return Path(home) if home is not None else None
 
 
 def system_folder(real: Path, home: Path | None = None) -> bool:
-    """``real`` (a resolved path) is too wide to be a session's folder: ``/``, a
-    system folder, a folder holding the user's home, or anything in a kernel file system."""
-    parts = real.parts
-    if len(parts) == 1:
-        return True  # the root of the file system
-    if home is not None and real == home:
-        return False
-    if real in SYSTEM_FOLDERS or parts[1] in PSEUDO_FILESYSTEMS:
-        return True
-    return home is not None and real in home.parents
+    """``real`` (a resolved path) is too wide to be a session's folder: the same rule
+    ``createSession`` keeps (``/``, a system folder, a folder holding the user's home)."""
+    return folders.too_wide(str(real), str(home) if home is not None else None)
 
 
 def path_of(uri: Any) -> Path:
