@@ -17,24 +17,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from claude_agent_sdk import (
-    AssistantMessage,
-    ClaudeAgentOptions,
-    ClaudeSDKClient,
-    PermissionResultAllow,
-    PermissionResultDeny,
-    ResultMessage,
-    StreamEvent,
-    SystemMessage,
-    TextBlock,
-    ThinkingBlock,
-    ToolPermissionContext,
-    ToolResultBlock,
-    ToolUseBlock,
-    UserMessage,
-)
 
-from ahp_claude import client_tools, questions, rebuild, shell, tools, transcripts
+from ahp_claude import client_tools, questions, rebuild, sdk, shell, tools, transcripts
 from ahp_claude.background import BackgroundTasks
 from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
@@ -89,7 +73,7 @@ class ClaudeAgent:
         self.start = start
         self.session_id = start.backend_id
         self._spawn = spawn
-        self._client: ClaudeSDKClient | None = None
+        self._client: sdk.ClaudeSDKClient | None = None
         self._ready = anyio.Event()
         self._ended = anyio.Event()
         self._failure: str | None = None
@@ -136,7 +120,7 @@ class ClaudeAgent:
                 self.model_meta.running(kept)
 
     # -- the CLI's life -----------------------------------------------------------
-    def options(self) -> ClaudeAgentOptions:
+    def options(self) -> sdk.ClaudeAgentOptions:
         start = self.start
         directories = [to_path(d) for d in start.working_directories] or [str(self.backend.home)]
         config = start.config
@@ -174,7 +158,7 @@ class ClaudeAgent:
             # Through a guard that ends the CLI when the host ends, however it ends.
             cli_path, guarded = self.backend.launcher
             env = {**env, **guarded}
-        return ClaudeAgentOptions(
+        return sdk.ClaudeAgentOptions(
             cli_path=cli_path,
             mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
@@ -204,7 +188,7 @@ class ClaudeAgent:
     def _on_stderr(self, line: str) -> None:
         self.stderr = [*self.stderr[-20:], line]
 
-    async def _ensure(self) -> ClaudeSDKClient:
+    async def _ensure(self) -> sdk.ClaudeSDKClient:
         if self.closed:
             raise RuntimeError(f"the Claude agent for {self.session_id} is closed")
         if self.stale and self._started and not self._ended.is_set():
@@ -219,6 +203,7 @@ class ClaudeAgent:
             self._ready, self._ended, self._failure = anyio.Event(), anyio.Event(), None
             self.start = replace(self.start, resume=True, fork_from=None)
         if not self._started:
+            await self.backend.ready_to_run()
             self._started = True
             self._spawn(self._own, name=f"claude {self.session_id}")
         await self._ready.wait()
@@ -227,7 +212,7 @@ class ClaudeAgent:
         return self._client
 
     async def _own(self) -> None:
-        client = ClaudeSDKClient(self.options())
+        client = sdk.ClaudeSDKClient(self.options())
         try:
             with anyio.CancelScope() as self._scope:
                 try:
@@ -264,7 +249,7 @@ class ClaudeAgent:
                     log.debug("disconnect after the CLI ended", exc_info=True)
 
     @property
-    def client(self) -> ClaudeSDKClient | None:
+    def client(self) -> sdk.ClaudeSDKClient | None:
         """The SDK client while a CLI runs."""
         return self._client
 
@@ -336,7 +321,7 @@ class ClaudeAgent:
         if running.error is not None:
             raise ClaudeTurnFailed(running.error)
 
-    async def _interrupt(self, client: ClaudeSDKClient, running: Turn) -> None:
+    async def _interrupt(self, client: sdk.ClaudeSDKClient, running: Turn) -> None:
         """Stop the CLI's turn and wait until it says the turn ended, so the next starts clean."""
         with anyio.move_on_after(DRAIN_SECONDS):
             try:
@@ -430,10 +415,10 @@ class ClaudeAgent:
             return
         if (running is None or running.done.is_set()) and self.own_turns.take(message):
             return  # the CLI began a turn of its own
-        if isinstance(message, ResultMessage) and message.num_turns == 0 and self._client:
+        if isinstance(message, sdk.ResultMessage) and message.num_turns == 0 and self._client:
             # A local command ran (it may have been /model): ask what the CLI runs on now.
             self._spawn(self.model_meta.ask, self._client, name="claude model")
-        if isinstance(message, SystemMessage):
+        if isinstance(message, sdk.SystemMessage):
             if message.subtype == "init":
                 self.model = message.data.get("model") or self.model
                 self.custom.init(message.data)
@@ -453,7 +438,7 @@ class ClaudeAgent:
             return
         if running is None or running.done.is_set():
             return
-        if isinstance(message, ResultMessage):
+        if isinstance(message, sdk.ResultMessage):
             self._on_result(running, message)
             return
         if not running.live:
@@ -465,23 +450,23 @@ class ClaudeAgent:
 
     def _translate(self, running: Turn, stream: Stream, message: Any) -> None:
         """What one agent (the main one, or a subagent) said, into ``stream``."""
-        if isinstance(message, StreamEvent):
+        if isinstance(message, sdk.StreamEvent):
             self._on_event(running, stream, message.event)
-        elif isinstance(message, AssistantMessage):
+        elif isinstance(message, sdk.AssistantMessage):
             if transcripts.is_filler(message.model, message.content):
                 return  # the CLI's stand-in for a cut-off turn's answer, not the model's words
             if message.error == "authentication_failed":
                 running.error = SIGN_IN
             for block in message.content:
-                if isinstance(block, ToolUseBlock):
+                if isinstance(block, sdk.ToolUseBlock):
                     self._tool_ready(running, stream, block)
-                elif not stream.partial and isinstance(block, TextBlock):
+                elif not stream.partial and isinstance(block, sdk.TextBlock):
                     stream.report.text(block.text)
-                elif not stream.partial and isinstance(block, ThinkingBlock):
+                elif not stream.partial and isinstance(block, sdk.ThinkingBlock):
                     stream.report.reasoning(block.thinking)
-        elif isinstance(message, UserMessage) and isinstance(message.content, list):
+        elif isinstance(message, sdk.UserMessage) and isinstance(message.content, list):
             for block in message.content:
-                if isinstance(block, ToolResultBlock):
+                if isinstance(block, sdk.ToolResultBlock):
                     self._on_tool_result(running, block)
 
     def _task_progress(self, call_id: str, line: str) -> None:
@@ -611,7 +596,7 @@ class ClaudeAgent:
             mcp_server=mcp[0] if mcp else None,
         )
 
-    def _tool_ready(self, running: Turn, stream: Stream, block: ToolUseBlock) -> None:
+    def _tool_ready(self, running: Turn, stream: Stream, block: sdk.ToolUseBlock) -> None:
         call = running.calls.setdefault(block.id, Call(block.name, stream))
         call.input = dict(block.input)
         if block.id in running.questions or call.settled or is_client_tool(block.name):
@@ -624,7 +609,7 @@ class ClaudeAgent:
             invocation_message=tools.invocation_message(call.name, call.input),
         )
 
-    def _on_tool_result(self, running: Turn, block: ToolResultBlock) -> None:
+    def _on_tool_result(self, running: Turn, block: sdk.ToolResultBlock) -> None:
         call = running.calls.get(block.tool_use_id)
         if call is None or block.tool_use_id in running.questions or call.denied:
             return
@@ -655,7 +640,7 @@ class ClaudeAgent:
         # A total below the last one means the CLI counted anew (a fork that did not carry it).
         return round(total - before, 10) if total >= before else float(total)
 
-    def _on_result(self, running: Turn, message: ResultMessage) -> None:
+    def _on_result(self, running: Turn, message: sdk.ResultMessage) -> None:
         usage = message.usage or {}
         if running.live and usage:
             cost = self._turn_cost(message.total_cost_usd)
@@ -729,16 +714,16 @@ class ClaudeAgent:
 
     # -- asking ------------------------------------------------------------------------
     async def _can_use_tool(
-        self, name: str, tool_input: dict[str, Any], context: ToolPermissionContext
-    ) -> PermissionResultAllow | PermissionResultDeny:
+        self, name: str, tool_input: dict[str, Any], context: sdk.ToolPermissionContext
+    ) -> sdk.PermissionResultAllow | sdk.PermissionResultDeny:
         call_id = context.tool_use_id or ""
         running = await self.subagents.turn_of(call_id) or self._turn
         if running is None or running.done.is_set() or not running.live:
-            return PermissionResultDeny(message="The turn has ended.", interrupt=True)
+            return sdk.PermissionResultDeny(message="The turn has ended.", interrupt=True)
         if name == "AskUserQuestion":
             return await self._ask(running, tool_input)
         if is_client_tool(name):
-            return PermissionResultAllow()  # the client that runs it is its own judge
+            return sdk.PermissionResultAllow()  # the client that runs it is its own judge
         call = running.calls.setdefault(call_id, Call(name, running.main))
         call.input = dict(tool_input)
         self._tool_start(running, call_id, name)
@@ -765,7 +750,7 @@ class ClaudeAgent:
         except TurnEnded:
             call.denied = True
             self.backend.record_decision(self.session_id, call_id, asked)
-            return PermissionResultDeny(message="The turn ended.", interrupt=True)
+            return sdk.PermissionResultDeny(message="The turn ended.", interrupt=True)
         self.backend.record_decision(
             self.session_id,
             call_id,
@@ -781,23 +766,23 @@ class ClaudeAgent:
             edited = parsed_input(approval.edited_input)
             if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:
                 # "Allow always": the CLI's own suggestion becomes a rule it keeps.
-                return PermissionResultAllow(
+                return sdk.PermissionResultAllow(
                     updated_input=edited, updated_permissions=list(context.suggestions)
                 )
-            return PermissionResultAllow(updated_input=edited)
+            return sdk.PermissionResultAllow(updated_input=edited)
         call.denied = True
         said = approval.suggestion or "The user denied this tool call."
-        return PermissionResultDeny(message=said, interrupt=False)
+        return sdk.PermissionResultDeny(message=said, interrupt=False)
 
     async def _ask(
         self, running: Turn, tool_input: dict[str, Any]
-    ) -> PermissionResultAllow | PermissionResultDeny:
+    ) -> sdk.PermissionResultAllow | sdk.PermissionResultDeny:
         asked = questions.to_protocol(tool_input)
         try:
             answer = await running.report.ask(asked)
         except TurnEnded:
-            return PermissionResultDeny(message="The turn ended.", interrupt=True)
+            return sdk.PermissionResultDeny(message="The turn ended.", interrupt=True)
         if answer.response != "accept":
-            return PermissionResultDeny(message="The user declined to answer.", interrupt=False)
+            return sdk.PermissionResultDeny(message="The user declined to answer.", interrupt=False)
         answers = questions.answers_for_tool(tool_input, asked, answer.answers)
-        return PermissionResultAllow(updated_input={**tool_input, "answers": answers})
+        return sdk.PermissionResultAllow(updated_input={**tool_input, "answers": answers})

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from ahp_claude import customizations, guard, model_meta, shell, transcripts
+from ahp_claude import customizations, guard, model_meta, sdk, shell, transcripts
 from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.owners import ChatOwners
@@ -53,6 +53,9 @@ def _uri(directory: str) -> str:
 
 
 SANDBOX_PRESETS = ("default", "on", "off")
+
+#: How long after the first chat starts the SDK is loaded, if no turn needed it sooner.
+SDK_WARM_DELAY_SECONDS = 1.0
 
 #: What the sidecar keeps of a session (see ``ClaudeBackend.sidecar``).
 SIDECAR_KINDS = ("calls", "turns", "ended", "open")
@@ -130,7 +133,10 @@ class ClaudeBackend:
         #: (cli_path, env) that run each CLI under a guard that ends it with the host; None
         #: until the first chat starts (it loads the SDK), or where no guard can run.
         self.launcher: tuple[str, dict[str, str]] | None = None
-        self._launcher_sought = False
+        #: Set once the SDK is loaded and the launcher sought (``ready_to_run``).
+        self._cli_ready = threading.Event()
+        self._cli_lock = threading.Lock()
+        self._warming = False
         self.models: list[dict[str, Any]] = [
             {**model, "provider": PROVIDER} for model in DEFAULT_MODELS
         ]
@@ -234,19 +240,38 @@ class ClaudeBackend:
     async def start(self, start: ChatStart) -> ClaudeAgent:
         from ahp_claude.agent import ClaudeAgent
 
-        await anyio.to_thread.run_sync(self._prepare, start)
+        await anyio.to_thread.run_sync(self._note_owner, start)
         agent = ClaudeAgent(self, start, self.spawn)
         self.live[start.backend_id] = agent
         if self.server_info:
             # What the boot probe learned, until this session's own CLI answers.
             agent.custom.publish()
+        if not self._cli_ready.is_set() and not self._warming:
+            self._warming = True
+            self.spawn(self._warm, name="claude sdk")
         return agent
 
-    def _prepare(self, start: ChatStart) -> None:
-        if not self._launcher_sought:
-            self._launcher_sought = True
+    async def _warm(self) -> None:
+        # A first message is likely soon: have the SDK loaded by then. Not at once: the
+        # import's CPU would slow the answers a new session's client is waiting for.
+        await anyio.sleep(SDK_WARM_DELAY_SECONDS)
+        await self.ready_to_run()
+
+    async def ready_to_run(self) -> None:
+        """Load the SDK and find the guarded CLI once, in a worker thread; a chat's CLI
+        starts only after this, a session is created and reopened without it."""
+        if not self._cli_ready.is_set():
+            # Abandoned when cancelled (a host stopping waits for no import); it still
+            # finishes in its thread, for whoever asks next.
+            await anyio.to_thread.run_sync(self._prepare_cli, abandon_on_cancel=True)
+
+    def _prepare_cli(self) -> None:
+        with self._cli_lock:
+            if self._cli_ready.is_set():
+                return
+            sdk.load()
             self.launcher = guard.launcher(str(self.state_dir / "bin"))
-        self._note_owner(start)
+            self._cli_ready.set()
 
     def _note_owner(self, start: ChatStart) -> None:
         """Keep whose chat this CLI session is before the CLI writes a line of it: a chat's

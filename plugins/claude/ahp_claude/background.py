@@ -18,8 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from claude_agent_sdk import SystemMessage
-
+from ahp_claude import sdk
 from ahp_claude.tagged import every_between
 from ahpcore.sessions.contract import SessionReporter
 
@@ -128,7 +127,7 @@ class BackgroundTasks:
 
     def on_message(self, message: Any) -> bool:
         """Take a task lifecycle message; False for anything else."""
-        if not isinstance(message, SystemMessage) or message.subtype not in SUBTYPES:
+        if not isinstance(message, sdk.SystemMessage) or message.subtype not in SUBTYPES:
             return False
         data: Mapping[str, Any] = message.data
         task_id = str(data.get("task_id") or "")

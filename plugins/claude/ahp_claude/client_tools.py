@@ -11,16 +11,15 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from claude_agent_sdk import McpSdkServerConfig, SdkMcpTool, create_sdk_mcp_server
-
+from ahp_claude import sdk
 from ahp_claude.tools import CLIENT_SERVER
 
 #: (tool name as the client named it, input) -> the ToolCallResult the client gave.
 Runner = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 
 
-def server(definitions: Sequence[Mapping[str, Any]], run: Runner) -> McpSdkServerConfig | None:
-    tools: list[SdkMcpTool[Any]] = []
+def server(definitions: Sequence[Mapping[str, Any]], run: Runner) -> sdk.McpSdkServerConfig | None:
+    tools: list[sdk.SdkMcpTool[Any]] = []
     for definition in definitions:
         name = str(definition.get("name", ""))
         if not name:
@@ -32,14 +31,14 @@ def server(definitions: Sequence[Mapping[str, Any]], run: Runner) -> McpSdkServe
             return to_mcp(result)
 
         tools.append(
-            SdkMcpTool(
+            sdk.SdkMcpTool(
                 name=name,
                 description=str(definition.get("description") or definition.get("title") or name),
                 input_schema=dict(schema),
                 handler=handler,
             )
         )
-    return create_sdk_mcp_server(CLIENT_SERVER, tools=tools) if tools else None
+    return sdk.create_sdk_mcp_server(CLIENT_SERVER, tools=tools) if tools else None
 
 
 def to_mcp(result: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from claude_agent_sdk import AssistantMessage, StreamEvent, SystemMessage
 
+from ahp_claude import sdk
 from ahp_claude.background import last_notification
 from ahp_claude.turn_state import Turn
 from ahpcore.sessions.contract import TurnEnded, TurnOrigin
@@ -33,9 +33,9 @@ log = logging.getLogger(__name__)
 
 def begins_turn(message: Any) -> bool:
     """Whether a message outside any turn is the CLI starting one (not a subagent's word)."""
-    if isinstance(message, SystemMessage):
+    if isinstance(message, sdk.SystemMessage):
         return message.subtype == "init"
-    if isinstance(message, StreamEvent | AssistantMessage):
+    if isinstance(message, sdk.StreamEvent | sdk.AssistantMessage):
         return message.parent_tool_use_id is None
     return False
 
