@@ -30,6 +30,10 @@ _BASE: tuple[str, ...] = (
     "core.fsmonitor=false",
     "-c",
     "core.pager=cat",
+    # A folder a client wrote to look like a bare repository (HEAD, config, objects/)
+    # is not taken for one: its config could name programs. Only explicit --git-dir.
+    "-c",
+    "safe.bareRepository=explicit",
 )
 #: Added unless a call says ``hooks=True``: only what a user asked for runs the user's hooks.
 _NO_HOOKS: tuple[str, ...] = ("-c", f"core.hooksPath={os.devnull}")

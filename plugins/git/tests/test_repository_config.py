@@ -153,3 +153,14 @@ async def test_external_diff_and_textconv_are_not_run(git_host, repo: Repo, tmp_
         assert read == {"data": "one\n", "encoding": "utf-8"}
     assert not external_ran.exists(), external_ran.read_text()
     assert not textconv_ran.exists(), textconv_ran.read_text()
+
+
+async def test_a_folder_made_to_look_like_a_bare_repository_is_not_one(tmp_path: Path) -> None:
+    """A client can write HEAD, config and objects/ into any folder of a session; a
+    session made there must not have the host's git read that config as a repository's."""
+    from ahp_git.git import GitError, run
+
+    fake = tmp_path / "fake"
+    assert (await run(["init", "--bare", str(fake)], tmp_path)).returncode == 0
+    with pytest.raises(GitError, match=r"bare repository|not a git repository"):
+        await run(["rev-parse", "--git-dir"], fake)
