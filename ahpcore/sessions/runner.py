@@ -158,13 +158,23 @@ class ChatRunner:
         self.hub.apply(self.chat.uri, action)
 
     def _name_session(self, message: Mapping[str, Any]) -> None:
-        session = self.chat.session
-        if session.state.get("title", "").strip():
-            return
+        """Name the session, and the chat, that have no title yet after the message's first line."""
+        chat, session = self.chat, self.chat.session
         first_line = str(message.get("text", "")).strip().splitlines()
-        if first_line and first_line[0].strip():
-            title = first_line[0][:TITLE_LENGTH]
+        if not first_line or not first_line[0].strip():
+            return
+        title = first_line[0][:TITLE_LENGTH]
+        if not session.state.get("title", "").strip():
             self.hub.apply(session.uri, {"type": "session/titleChanged", "title": title})
+        row = next(
+            (r for r in session.state.get("chats", []) if r.get("resource") == chat.uri), None
+        )
+        if row is not None and not str(row.get("title") or "").strip():
+            # As a rename does: the session's row of the chat is the title kept and listed.
+            self.hub.apply(
+                session.uri,
+                {"type": "session/chatUpdated", "chat": chat.uri, "changes": {"title": title}},
+            )
 
     async def _run(self, turn_id: str, message: dict[str, Any], resume: bool) -> None:
         chat, session = self.chat, self.chat.session

@@ -139,3 +139,35 @@ async def test_each_turn_costs_its_own_share_across_a_restart(claude_host, anthr
         await start_turn(client, chat, "hi", "t3")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         assert costs(await chat_state(client, chat)) == pytest.approx([live[0]] * 3)
+
+
+async def test_chats_are_named_after_their_first_message_as_their_session_is(
+    claude_host, anthropic, workdir
+):
+    anthropic.script(reply("First answer"), reply("Second answer"), reply("Third answer"))
+    second = "ahp-chat://second/1"
+    async with claude_host() as (running, _):
+        client, session, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "plan the trip\nwith details", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await client.request("createChat", {"channel": session, "chat": second})
+        await client.request("subscribe", {"channel": second})
+        assert (await chat_state(client, second))["title"] == ""
+        await start_turn(client, second, "book the hotel", "s1")
+        assert (await turn_end(client, second))["type"] == "chat/turnComplete"
+        # A later message renames nothing.
+        await start_turn(client, second, "and the train", "s2")
+        assert (await turn_end(client, second))["type"] == "chat/turnComplete"
+
+        async def titles(client: Any) -> dict[str, str]:
+            rows = (await chat_state(client, session))["chats"]
+            return {row["resource"]: row["title"] for row in rows}
+
+        named = {chat: "plan the trip", second: "book the hotel"}
+        assert await titles(client) == named
+        assert (await chat_state(client, session))["title"] == "plan the trip"
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        assert await titles(client) == named
