@@ -732,10 +732,11 @@ class ClaudeAgent:
         if context.suggestions:
             options.append(ApprovalOption(ALLOW_ALWAYS, "Allow always", "approve"))
         options.append(ApprovalOption(DENY, "Deny", "deny"))
+        title = context.title or tools.approval_title(name, tool_input)
         # What was offered too, so a rebuilt call names the option picked as the live one.
         asked: dict[str, Any] = {
             "asked": True,
-            "title": context.title,
+            "title": title,
             "options": [{"id": o.id, "label": o.label, "kind": o.kind} for o in options],
         }
         try:
@@ -743,7 +744,7 @@ class ClaudeAgent:
                 call_id,
                 tool_input=json.dumps(tool_input),
                 invocation_message=tools.invocation_message(name, tool_input),
-                title=context.title,
+                title=title,
                 options=options,
                 edits=tools.pending_edits(name, tool_input),
             )

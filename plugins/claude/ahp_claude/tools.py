@@ -98,6 +98,26 @@ _VERBS: Mapping[str, tuple[str, str]] = {
 }
 
 
+def approval_title(name: str, tool_input: Mapping[str, Any]) -> str:
+    """What a call that asks first asks, in a line (the CLI's own title wins when it gives one)."""
+    path = tool_input.get("file_path") or tool_input.get("notebook_path")
+    file = Path(str(path)).name if path else None
+    if name in KINDS and KINDS[name] == "terminal":
+        return "Run this command?"
+    if name == "Write":
+        return f"Write {file}?" if file else "Write a file?"
+    if name in EDIT_TOOLS or name == "NotebookEdit":
+        return f"Edit {file}?" if file else "Edit a file?"
+    if name == "WebFetch" and tool_input.get("url"):
+        return f"Fetch {_short(tool_input['url'])}?"
+    if name in SUBAGENT_TOOLS:
+        return f"Start the {tool_input.get('subagent_type') or 'general-purpose'} subagent?"
+    mcp = mcp_parts(name)
+    if mcp is not None:
+        return f"Run {mcp[1]} from {mcp[0]}?"
+    return f"Allow {name}?"
+
+
 def invocation_message(name: str, tool_input: Mapping[str, Any]) -> str:
     verb = _VERBS.get(name, ("Run", "Ran"))[0]
     subject = _subject(name, tool_input)

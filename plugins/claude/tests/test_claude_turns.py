@@ -68,6 +68,8 @@ async def test_a_bash_call_asks_and_runs_once_approved(claude_host, anthropic, w
             if a["action"]["type"] == "chat/toolCallStart"
         )
         assert start["_meta"] == {"toolKind": "terminal"}
+        # The prompt says what it asks, in its title as in the request a person sees.
+        assert request["toolCall"]["confirmationTitle"] == "Run this command?"
         await client.dispatch(
             chat,
             {
