@@ -84,6 +84,14 @@ def _make_state_dir(path: Path) -> None:
         log.warning("could not make the state folder %s private: %s", path, exc)
 
 
+def _home_uri() -> str | None:
+    """The user's home folder as a file URI (None where there is no home to name)."""
+    try:
+        return Path.home().as_uri()
+    except (RuntimeError, KeyError, ValueError):
+        return None
+
+
 @dataclass
 class HostSettings:
     host: str = DEFAULT_HOST
@@ -139,6 +147,10 @@ class Host:
             ),
         )
         self.protocol = ProtocolService(self.engine, self.router)
+        home = _home_uri()
+        if home is not None:
+            # The folder a client starts a new session in when the person names none.
+            self.protocol.initialize_fields["defaultDirectory"] = home
         self.router.add("listSessions", self._list_no_sessions)
         for port in ("terminals", "resources", "changes", "worktrees", "automations", "users"):
             value = await resolve(getattr(hook, f"ahp_{port}")(host=self))
