@@ -97,6 +97,8 @@ class ClaudeAgent:
         self.closed = False
         #: Set when the transcript changed under the running CLI.
         self.stale = False
+        #: When the CLI last said anything, or a turn ended (time.monotonic()).
+        self.last_active = time.monotonic()
         #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
         self.custom = Customizations(self)
         self.background = BackgroundTasks(
@@ -204,7 +206,10 @@ class ClaudeAgent:
             self.start = replace(self.start, resume=True, fork_from=None)
         if not self._started:
             await self.backend.ready_to_run()
+            # Within the host's limit of live CLIs: the longest idle of the others stops.
+            await self.backend.make_room(self)
             self._started = True
+            self.last_active = time.monotonic()
             self._spawn(self._own, name=f"claude {self.session_id}")
         await self._ready.wait()
         if self._client is None:
@@ -259,6 +264,44 @@ class ClaudeAgent:
         transport = getattr(self._client, "_transport", None)
         process = getattr(transport, "_process", None)
         return getattr(process, "pid", None)
+
+    @property
+    def cli_running(self) -> bool:
+        """A CLI runs (or starts) for this chat."""
+        return self._started and not self._ended.is_set()
+
+    def _quiet(self) -> bool:
+        """Nothing waits on the CLI: no turn (the host's or its own), no background work."""
+        running = self._turn
+        return (
+            not self.closed
+            and self._client is not None
+            and self.cli_running
+            and (running is None or running.done.is_set())
+            and not self.own_turns.holding
+            and not self.background.busy()
+            and not self.subagents.turns
+        )
+
+    def idle_since(self) -> float | None:
+        """When this chat's CLI last did anything, while it runs and does nothing; else None."""
+        if self._one_turn.locked() or not self._quiet():
+            return None
+        return self.last_active
+
+    async def rest(self) -> bool:
+        """Stop the CLI while it is idle, to give its memory back; the next turn starts one
+        that resumes the transcript (``_ensure``). False when it was not idle."""
+        if self.idle_since() is None:
+            return False
+        async with self._one_turn:  # a turn arriving now waits, then starts a CLI again
+            if not self._quiet() or self._scope is None:
+                return False
+            log.info("stopping the idle Claude Code CLI of %s", self.session_id)
+            self._scope.cancel()
+            with anyio.move_on_after(DRAIN_SECONDS * 2):
+                await self._ended.wait()
+        return True
 
     async def close(self) -> None:
         self.closed = True
@@ -318,6 +361,7 @@ class ClaudeAgent:
             self.backend.record_turn_end(self.session_id, message["uuid"], ended)
             # Seen to its end, whichever: only a turn the host never saw end stays open.
             self.backend.turn_open(self.session_id, message["uuid"], False)
+            self.last_active = time.monotonic()
         if running.error is not None:
             raise ClaudeTurnFailed(running.error)
 
@@ -408,6 +452,7 @@ class ClaudeAgent:
 
     # -- what the CLI says --------------------------------------------------------------
     def _on_message(self, message: Any) -> None:
+        self.last_active = time.monotonic()
         running = self._turn
         if self.background.on_message(message):
             return

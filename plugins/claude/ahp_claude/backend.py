@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,13 @@ def _uri(directory: str) -> str:
 
 SANDBOX_PRESETS = ("default", "on", "off")
 
+#: How long a chat's CLI (about 200 MiB) may sit idle before it is stopped; its next turn
+#: starts one that resumes the transcript. ``AHP_CLAUDE_IDLE_SECONDS``.
+IDLE_SECONDS = 300.0
+#: How many CLIs may run at once; a CLI about to start stops the longest idle one beyond
+#: that. ``AHP_CLAUDE_MAX_CLIS``.
+MAX_CLIS = 8
+
 #: How long after the first chat starts the SDK is loaded, if no turn needed it sooner.
 SDK_WARM_DELAY_SECONDS = 1.0
 
@@ -96,6 +104,8 @@ class ClaudeBackend:
         watch: bool = True,
         sandbox: str = "default",
         kept_record: Callable[[str], Awaitable[Mapping[str, Any] | None]] | None = None,
+        idle_seconds: float | None = IDLE_SECONDS,
+        max_clis: int | None = MAX_CLIS,
     ) -> None:
         self.state_dir = state_dir
         self.spawn = spawn
@@ -133,6 +143,11 @@ class ClaudeBackend:
         #: (cli_path, env) that run each CLI under a guard that ends it with the host; None
         #: until the first chat starts (it loads the SDK), or where no guard can run.
         self.launcher: tuple[str, dict[str, str]] | None = None
+        #: How long a chat's CLI may sit idle before it is stopped (None or 0: never).
+        self.idle_seconds = idle_seconds
+        #: How many CLIs may run at once; beyond it the longest idle stops (None: no limit).
+        self.max_clis = max_clis
+        self._reaping = False
         #: Set once the SDK is loaded and the launcher sought (``ready_to_run``).
         self._cli_ready = threading.Event()
         self._cli_lock = threading.Lock()
@@ -250,6 +265,45 @@ class ClaudeBackend:
             self._warming = True
             self.spawn(self._warm, name="claude sdk")
         return agent
+
+    # -- how many CLIs run ------------------------------------------------------------------
+    async def make_room(self, starting: ClaudeAgent) -> None:
+        """Before ``starting``'s CLI starts: stop the longest idle CLIs until it fits within
+        ``max_clis`` (busy ones are never stopped, so the count may go over while all work).
+        Also makes sure idle CLIs are looked for."""
+        self.watch_idle()
+        limit = self.max_clis
+        if not limit or limit < 1:
+            return
+        for _ in range(len(self.live)):
+            running = [a for a in self.live.values() if a is not starting and a.cli_running]
+            if len(running) < limit:
+                return
+            idle = [(since, a) for a in running if (since := a.idle_since()) is not None]
+            if not idle:
+                log.info("%d Claude Code CLIs run, all busy: one more starts", len(running))
+                return
+            await min(idle, key=lambda pair: pair[0])[1].rest()
+
+    def watch_idle(self) -> None:
+        """Look for CLIs idle for ``idle_seconds`` from now on, if not looking already."""
+        if not self._reaping and self.idle_seconds:
+            self._reaping = True
+            self.spawn(self._reap_idle, name="claude idle CLIs")
+
+    async def _reap_idle(self) -> None:
+        """Stop each CLI that sat idle for ``idle_seconds``, as long as the host runs."""
+        try:
+            while self.idle_seconds and not self.stopped.is_set():
+                idle = float(self.idle_seconds)
+                await anyio.sleep(min(max(idle / 4, 0.05), 15.0))
+                now = time.monotonic()
+                for agent in list(self.live.values()):
+                    since = agent.idle_since()
+                    if since is not None and now - since >= idle:
+                        await agent.rest()
+        finally:
+            self._reaping = False
 
     async def _warm(self) -> None:
         # A first message is likely soon: have the SDK loaded by then. Not at once: the

@@ -163,6 +163,10 @@ class BackgroundTasks:
                 self._end(task_id)
         return True
 
+    def busy(self) -> bool:
+        """Work runs in the background, or ended and the CLI has yet to answer it."""
+        return bool(self._live or self._summaries)
+
     def backgrounded(self, call_id: str) -> bool | None:
         """Whether the CLI said it runs the subagent of ``call_id`` in the background (it may
         whatever the call asked for); None while it has said nothing of that call."""

@@ -47,6 +47,11 @@ class OwnTurns:
         self._held: list[Any] | None = None
         self._waiting: anyio.CancelScope | None = None
 
+    @property
+    def holding(self) -> bool:
+        """The CLI began a turn of its own that has not got its go yet."""
+        return self._held is not None
+
     def take(self, message: Any) -> bool:
         """A message no host turn takes: True when it starts, or belongs to, a turn of the CLI's."""
         report = self.agent.start.report

@@ -5,6 +5,10 @@ Environment:
 - ``AHP_CLAUDE_SANDBOX``: ``default`` (the CLI's own settings), ``on`` or ``off``.
 - ``AHP_CLAUDE_PROBE=0``: do not start a CLI at startup to learn its models.
 - ``AHP_CLAUDE_WATCH=0``: do not watch the transcripts folder (each listing looks instead).
+- ``AHP_CLAUDE_IDLE_SECONDS``: how long a chat's CLI may sit idle before it is stopped
+  (default 300; 0 never stops one). Its next turn starts one that resumes the transcript.
+- ``AHP_CLAUDE_MAX_CLIS``: how many CLIs may run at once (default 8; 0 for no limit); one
+  about to start stops the longest idle beyond that.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ahp_claude.backend import ClaudeBackend
+from ahp_claude.backend import IDLE_SECONDS, MAX_CLIS, ClaudeBackend
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -34,6 +38,19 @@ def backend_for(host: Host, env: dict[str, str] | None = None, **options: Any) -
     )
 
 
+def _number(name: str, default: float) -> float:
+    said = os.environ.get(name, "").strip()
+    if not said:
+        return default
+    try:
+        value = float(said)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds or CLIs, not {said!r}") from None
+    if value < 0 or value != value:
+        raise ValueError(f"{name} must be 0 or more, not {said!r}")
+    return value
+
+
 def _on(name: str) -> bool:
     return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -46,5 +63,7 @@ def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
             probe=_on("AHP_CLAUDE_PROBE"),
             watch=_on("AHP_CLAUDE_WATCH"),
             sandbox=os.environ.get("AHP_CLAUDE_SANDBOX", "default").strip() or "default",
+            idle_seconds=_number("AHP_CLAUDE_IDLE_SECONDS", IDLE_SECONDS),
+            max_clis=int(_number("AHP_CLAUDE_MAX_CLIS", MAX_CLIS)),
         )
     )
