@@ -97,6 +97,9 @@ class ClaudeAgent:
         self.closed = False
         #: Set when the transcript changed under the running CLI.
         self.stale = False
+        #: Rules and folders "allow always" gave the CLI for this session only.
+        self._session_rules: dict[str, list[str]] = {"allow": [], "deny": []}
+        self._session_folders: list[str] = []
         #: When the CLI last said anything, or a turn ended (time.monotonic()).
         self.last_active = time.monotonic()
         #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
@@ -164,7 +167,9 @@ class ClaudeAgent:
             cli_path=cli_path,
             mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
-            add_dirs=[*directories[1:]],
+            add_dirs=[*directories[1:], *self._session_folders],
+            allowed_tools=list(self._session_rules["allow"]),
+            disallowed_tools=list(self._session_rules["deny"]),
             env={**env, **self.shell.environment(env)},
             include_partial_messages=True,
             forward_subagent_text=True,  # a subagent's words go to its child chat
@@ -812,6 +817,7 @@ class ClaudeAgent:
             edited = parsed_input(approval.edited_input)
             if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:
                 # "Allow always": the CLI's own suggestion becomes a rule it keeps.
+                self._keep_for_next_cli(context.suggestions)
                 return sdk.PermissionResultAllow(
                     updated_input=edited, updated_permissions=list(context.suggestions)
                 )
@@ -819,6 +825,24 @@ class ClaudeAgent:
         call.denied = True
         said = approval.suggestion or "The user denied this tool call."
         return sdk.PermissionResultDeny(message=said, interrupt=False)
+
+    def _keep_for_next_cli(self, updates: Any) -> None:
+        """What "allow always" gave the CLI for this session only (a mode, rules, folders)
+        dies with it: kept here, a CLI started again (after an idle stop) has it too. The
+        CLI writes the other destinations to its settings files itself."""
+        for update in updates:
+            if getattr(update, "destination", None) != "session":
+                continue
+            if update.type == "setMode" and update.mode:
+                self.start = replace(
+                    self.start, config={**self.start.config, "permissionMode": update.mode}
+                )
+            elif update.type == "addRules" and update.behavior in ("allow", "deny"):
+                for rule in update.rules or ():
+                    said = rule.tool_name + (f"({rule.rule_content})" if rule.rule_content else "")
+                    self._session_rules[update.behavior].append(said)
+            elif update.type == "addDirectories":
+                self._session_folders.extend(update.directories or ())
 
     async def _ask(
         self, running: Turn, tool_input: dict[str, Any]

@@ -148,6 +148,7 @@ class ClaudeBackend:
         #: How many CLIs may run at once; beyond it the longest idle stops (None: no limit).
         self.max_clis = max_clis
         self._reaping = False
+        self._look_again: anyio.Event | None = None
         #: Set once the SDK is loaded and the launcher sought (``ready_to_run``).
         self._cli_ready = threading.Event()
         self._cli_lock = threading.Lock()
@@ -286,8 +287,11 @@ class ClaudeBackend:
             await min(idle, key=lambda pair: pair[0])[1].rest()
 
     def watch_idle(self) -> None:
-        """Look for CLIs idle for ``idle_seconds`` from now on, if not looking already."""
-        if not self._reaping and self.idle_seconds:
+        """Look for CLIs idle for ``idle_seconds`` (as it is now) from now on."""
+        if self._reaping:
+            if self._look_again is not None:
+                self._look_again.set()  # it may be waiting out a longer period
+        elif self.idle_seconds:
             self._reaping = True
             self.spawn(self._reap_idle, name="claude idle CLIs")
 
@@ -296,7 +300,9 @@ class ClaudeBackend:
         try:
             while self.idle_seconds and not self.stopped.is_set():
                 idle = float(self.idle_seconds)
-                await anyio.sleep(min(max(idle / 4, 0.05), 15.0))
+                self._look_again = again = anyio.Event()
+                with anyio.move_on_after(min(max(idle / 4, 0.05), 15.0)):
+                    await again.wait()
                 now = time.monotonic()
                 for agent in list(self.live.values()):
                     since = agent.idle_since()

@@ -86,6 +86,49 @@ async def test_an_idle_cli_stops_and_the_next_turn_resumes_in_a_new_one(
         assert state["turns"][-1]["responseParts"][-1]["content"] == "Still here."
 
 
+async def test_what_allow_always_granted_outlives_an_idle_stop(
+    claude_host, anthropic, workdir: Path
+):
+    target = workdir / "notes.txt"
+    target.write_text("one\n")
+    edit = {"file_path": str(target), "old_string": "one", "new_string": "two"}
+    again = {"file_path": str(target), "old_string": "two", "new_string": "three"}
+    anthropic.script(
+        reply(ToolUse("Edit", edit, id="toolu_edit_1")),
+        reply("Edited."),
+        reply(ToolUse("Edit", again, id="toolu_edit_2")),
+        reply("Edited again."),
+    )
+    async with claude_host() as (running, backend):
+        client, _, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "edit it", "t1")
+        await client.recv_until(is_action("chat/toolCallReady", chat), 30)
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": "t1",
+                "toolCallId": "toolu_edit_1",
+                "approved": True,
+                "confirmed": "user-action",
+                "selectedOptionId": "allow-always",
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        first = agent_of(running, chat).pid
+        assert first is not None
+        backend.idle_seconds = 0.2
+        backend.watch_idle()
+        await gone(running, chat, first)
+        # The new CLI edits without asking, as the one the person answered would have.
+        await start_turn(client, chat, "edit it again", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert target.read_text() == "three\n"
+        parts = (await chat_state(client, chat))["turns"][-1]["responseParts"]
+        [call] = [p["toolCall"] for p in parts if p["kind"] == "toolCall"]
+        assert (call["status"], call["confirmed"]) == ("completed", "not-needed")
+
+
 async def test_beyond_the_limit_of_live_clis_the_longest_idle_one_stops(
     claude_host, anthropic, workdir: Path
 ):
