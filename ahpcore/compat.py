@@ -6,7 +6,10 @@ would load and the table is read from it:
 * a command is *served* when the router has a route for it, and *through a
   port* when that route exists because a plugin provides the port (the table
   names the plugins); without a route it is *refused* with the error a client
-  would get;
+  would get. A route the core keeps without the port behind it (the
+  ``resource*`` family answers only what a connected client publishes) is
+  served *in part*: the live host refuses the rest, so the table must not
+  call it served;
 * a client action is *served* when its channel kind can exist on this host,
   by its action handler (named) or by the reducer alone;
 * what the host sends (server commands, notifications, host-only actions) is
@@ -30,6 +33,7 @@ import anyio
 
 import ahpcore
 from ahpcore import reducers
+from ahpcore.engine.resources import PORT_METHODS as RESOURCE_METHODS
 from ahpcore.engine.router import PLUGINS_OF_PORT, PORT_OF_COMMAND, missing_port_message
 from ahpcore.host import Host, HostSettings
 from ahpcore.notes import NOTES
@@ -54,6 +58,15 @@ PORT_OF_CHANNEL_KIND: dict[str, str | None] = {
     "automation": "automations",
     "automationRun": "automations",
 }
+#: Commands the core always routes, whose main part needs a port: the ``resource*``
+#: family relays what a connected client publishes and needs the resources port
+#: for everything else (``file:`` URIs above all).
+PORT_OF_CORE_ROUTE: dict[str, str] = {
+    **dict.fromkeys(RESOURCE_METHODS, "resources"),
+    "createResourceWatch": "resources",
+}
+#: How the table names the core to a person.
+CORE = "core"
 #: Row kinds, in the order the table lists them.
 KINDS = ("command", "server command", "client notification", "server notification", "action")
 #: Source the scan for "sent" must not read: tables and reducers name everything.
@@ -71,13 +84,17 @@ _NOT_SENDERS = (
 class Row:
     kind: str
     name: str
-    #: served | port | refused | sent | not sent
+    #: served | port | partial | refused | sent | not sent
     status: str
     #: Who serves or sends it: "ahpcore", plugin names, or "".
     provider: str
-    #: Where it is handled, or why it is refused.
+    #: How it is served or why it is refused, in words (never a code path).
     detail: str
     notes: tuple[str, ...] = ()
+    #: What to install for it: "core", distributions ("ahp-files"), or "".
+    served_by: str = ""
+    #: The function that handles it, for those reading the code ("" when none).
+    handler: str = ""
 
     def as_json(self) -> dict[str, Any]:
         row = asdict(self)
@@ -142,6 +159,17 @@ def _port_providers(host: Host, port: str) -> list[str]:
     return [info.name for info in host.plugins.plugins() if f"ahp_{port}" in info.hooks]
 
 
+def _served_by(host: Host, owners: Iterable[str]) -> str:
+    """Owners (``ahpcore`` or plugin names) as a person installs them: core, ahp-files, …"""
+    distributions = {info.name: info.distribution for info in host.plugins.plugins()}
+    named: list[str] = []
+    for owner in owners:
+        word = CORE if owner in ("ahpcore", "core") else distributions.get(owner) or owner
+        if word not in named:
+            named.append(word)
+    return ", ".join(named)
+
+
 def _install_hint(port: str) -> str:
     plugins = PLUGINS_OF_PORT.get(port, ())
     return f" (install {' or '.join(plugins)})" if plugins else ""
@@ -149,7 +177,7 @@ def _install_hint(port: str) -> str:
 
 def _command_row(host: Host, kind: str, method: str) -> Row:
     route = host.router.routes.get(method)
-    port = PORT_OF_COMMAND.get(method)
+    port = PORT_OF_COMMAND.get(method) or PORT_OF_CORE_ROUTE.get(method)
     notes = tuple(NOTES.get(method, ()))
     if route is None:
         reason = missing_port_message(method, port) if port else f"unknown method {method!r}"
@@ -157,12 +185,25 @@ def _command_row(host: Host, kind: str, method: str) -> Row:
     where = _qualname(route.handler)
     if port is not None and route.owner == "ahpcore":
         providers = _port_providers(host, port)
+        relayed = method in PORT_OF_CORE_ROUTE
         if providers:
-            return Row(kind, method, "port", ", ".join(providers), f"{port} port: {where}", notes)
-        # The core answers some of it itself (a pending edit's content, say).
-        part = f"in part, by {where}; the rest needs the {port} port{_install_hint(port)}"
-        return Row(kind, method, "served", "ahpcore", part, notes)
-    return Row(kind, method, "served", route.owner, where, notes)
+            how = f"through the {port} port"
+            if relayed:
+                how += "; what a connected client publishes is relayed to that client"
+            served_by = _served_by(host, providers)
+            return Row(kind, method, "port", ", ".join(providers), how, notes, served_by, where)
+        # The live host refuses the rest, so this is not "served".
+        if relayed:
+            part = (
+                "only what a connected client publishes (<scheme>://<clientId>/…), "
+                f"relayed to it; file: URIs are refused without the {port} port"
+                f"{_install_hint(port)}"
+            )
+        else:
+            part = f"in part; the rest needs the {port} port{_install_hint(port)}"
+        return Row(kind, method, "partial", "ahpcore", part, notes, CORE, where)
+    served_by = _served_by(host, [route.owner])
+    return Row(kind, method, "served", route.owner, "", notes, served_by, where)
 
 
 def _requesters(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
@@ -176,11 +217,14 @@ def _requesters(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
     return found
 
 
-def _sent_row(kind: str, name: str, sources: Sequence[tuple[str, str]], why_not: str) -> Row:
+def _sent_row(
+    host: Host, kind: str, name: str, sources: Sequence[tuple[str, str]], why_not: str
+) -> Row:
     senders = _requesters(name, sources) if kind == "server command" else _senders(name, sources)
     notes = tuple(NOTES.get(name, ()))
     if senders:
-        return Row(kind, name, "sent", ", ".join(senders), "sent by the host", notes)
+        served_by = _served_by(host, senders)
+        return Row(kind, name, "sent", ", ".join(senders), "sent by the host", notes, served_by)
     return Row(kind, name, "not sent", "", why_not, notes)
 
 
@@ -198,13 +242,17 @@ def _action_row(host: Host, action: str, sources: Sequence[tuple[str, str]]) -> 
     if action not in reducers.CLIENT_DISPATCHABLE:
         if why:
             return Row("action", action, "not sent", "", why, notes)
-        return _sent_row("action", action, sources, "no code on this host emits it")
+        return _sent_row(host, "action", action, sources, "no code on this host emits it")
     if why:
         return Row("action", action, "refused", "", why, notes)
     handler = host.engine_or_fail._action_handlers.get(action)
-    owner = ", ".join(_port_providers(host, port)) if port else "ahpcore"
-    where = _qualname(handler) if handler is not None else "applied by the reducer as sent"
-    return Row("action", action, "served", owner, where, notes)
+    owners = _port_providers(host, port) if port else ["ahpcore"]
+    if handler is not None:
+        how, where = "checked and carried out by the host", _qualname(handler)
+    else:
+        how, where = "applied as sent", ""
+    served_by = _served_by(host, owners)
+    return Row("action", action, "served", ", ".join(owners), how, notes, served_by, where)
 
 
 def rows_of(host: Host) -> list[Row]:
@@ -212,24 +260,27 @@ def rows_of(host: Host) -> list[Row]:
     sources = _plugin_sources(host)
     rows = [_command_row(host, "command", method) for method in COMMANDS]
     rows += [
-        _sent_row("server command", method, sources, "the host never asks a client for resources")
+        _sent_row(
+            host, "server command", method, sources, "the host never asks a client for resources"
+        )
         for method in SERVER_COMMANDS
     ]
     for method in CLIENT_NOTIFICATIONS:
         served = method in host.router.notifications
-        where = _qualname(host.router.notifications[method]) if served else "ignored"
         rows.append(
             Row(
                 "client notification",
                 method,
                 "served" if served else "refused",
                 "ahpcore" if served else "",
-                where,
+                "" if served else "ignored",
                 tuple(NOTES.get(method, ())),
+                CORE if served else "",
+                _qualname(host.router.notifications[method]) if served else "",
             )
         )
     rows += [
-        _sent_row("server notification", method, sources, "no code on this host sends it")
+        _sent_row(host, "server notification", method, sources, "no code on this host sends it")
         for method in SERVER_NOTIFICATIONS
     ]
     rows += [_action_row(host, action, sources) for action in sorted(reducers.ALL_ACTION_TYPES)]
@@ -258,14 +309,22 @@ def as_json(rows: Iterable[Row], plugins: Sequence[str]) -> dict[str, Any]:
 _STATUS_WORDS = {
     "served": "served",
     "port": "through a port",
+    "partial": "in part",
     "refused": "refused",
     "sent": "sent",
     "not sent": "not sent",
 }
+#: The text table's columns, as its header row names them.
+TEXT_COLUMNS = ("kind", "name", "status", "served by", "how / why")
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _how(row: Row) -> str:
+    """What the row says to a person: how it is served or why not, then its notes."""
+    return " ".join(part for part in (row.detail, *row.notes) if part)
 
 
 def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
@@ -279,9 +338,11 @@ def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
         f"{', '.join(f'`{name}`' for name in plugins)} loaded. "
         "The table is read from a running host, so it cannot claim what the code does not do:",
         "",
-        "- **served**: the core answers it (or, for an action, applies it);",
-        "- **through a port**: a plugin provides the port behind it (the provider column names it);",
-        "  without that plugin it is refused with an error naming the port and the plugin;",
+        "- **served**: the core (or the plugin named) answers it, or, for an action, applies it;",
+        "- **through a port**: a plugin provides the port behind it (*served by* names its",
+        "  distribution); without that plugin it is refused with an error naming the port",
+        "  and the plugin;",
+        "- **in part**: the core answers some of it and refuses the rest, as the row says;",
         "- **refused**: a client gets an error saying why;",
         "- **sent** / **not sent**: for what the host sends, whether any loaded code sends it.",
         "",
@@ -292,13 +353,14 @@ def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
         chosen = [row for row in rows if row.kind == kind]
         lines += ["", f"## {kind.capitalize()}s", ""]
         lines += [
-            "| name | status | provider | where / why | notes |",
+            "| name | status | served by | how / why | handled in |",
             "| --- | --- | --- | --- | --- |",
         ]
         for row in chosen:
+            handler = f"`{row.handler}`" if row.handler else ""
             lines.append(
-                f"| `{row.name}` | {_STATUS_WORDS[row.status]} | {_cell(row.provider) or '-'} | "
-                f"{_cell(row.detail)} | {_cell(' '.join(row.notes)) or ''} |"
+                f"| `{row.name}` | {_STATUS_WORDS[row.status]} | {_cell(row.served_by) or '-'} | "
+                f"{_cell(_how(row))} | {handler} |"
             )
     counts = {
         word: sum(1 for row in rows if row.status == key) for key, word in _STATUS_WORDS.items()
@@ -307,10 +369,46 @@ def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def as_text(rows: Sequence[Row]) -> str:
-    width = max(len(row.name) for row in rows)
-    return "\n".join(
-        f"{row.kind:<20} {row.name:<{width}} {_STATUS_WORDS[row.status]:<15} "
-        f"{row.provider or '-':<12} {row.detail}"
-        for row in rows
+def as_text(rows: Sequence[Row], width: int | None = None) -> str:
+    """An aligned table with a header row, one section per kind.
+
+    ``width``: wrap the last column to fit it. By default, the terminal's width
+    when printing to one; otherwise each row stays on one line, for a pipe or a file.
+    """
+    import io
+    import os
+    import sys
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    grid = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, highlight=False)
+    for column in TEXT_COLUMNS:
+        last = column == TEXT_COLUMNS[-1]
+        grid.add_column(column, no_wrap=not last, overflow="fold" if last else "ellipsis")
+    for kind in KINDS:
+        chosen = [row for row in rows if row.kind == kind]
+        for index, row in enumerate(chosen):
+            grid.add_row(
+                row.kind,
+                row.name,
+                _STATUS_WORDS[row.status],
+                row.served_by or "-",
+                _how(row),
+                end_section=index == len(chosen) - 1,
+            )
+    if width is None and sys.stdout.isatty():
+        width = os.get_terminal_size().columns
+    buffer = io.StringIO()
+    # Unwrapped, the table is as wide as its longest row; rich needs a bound.
+    console = Console(
+        file=buffer,
+        width=width or 100_000,
+        color_system=None,
+        highlight=False,
+        markup=False,
+        emoji=False,
     )
+    console.print(grid)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
