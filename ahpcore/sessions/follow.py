@@ -49,7 +49,7 @@ class Follower:
                 self._sync_summary(session)
 
     def sync_row(self, chat: LiveChat) -> None:
-        """session/chatUpdated, only when the row moved (status or activity).
+        """session/chatUpdated, only when the row moved (status, activity or modifiedAt).
 
         A chat's title is the session row's to hold: a rename changes the row
         (``session/chatUpdated``) and no chat action carries one.
@@ -62,10 +62,16 @@ class Follower:
         if held is None:
             return
         changes = {
-            key: row.get(key)
-            for key in ("status", "activity")
-            if row.get(key) != held.get(key) and row.get(key) is not None
+            key: row[key]
+            for key in ("status", "modifiedAt")
+            if row.get(key) is not None and row[key] != held.get(key)
         }
+        # The partial only writes what it carries, and activity is a string: a
+        # chat gone idle leaves its row an empty one, since a key left off would
+        # keep the last "Thinking" showing.
+        activity = row.get("activity") or ""
+        if activity != (held.get("activity") or ""):
+            changes["activity"] = activity
         if changes:
             self.registry.apply(
                 session.uri, {"type": "session/chatUpdated", "chat": chat.uri, "changes": changes}
