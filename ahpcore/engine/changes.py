@@ -357,13 +357,9 @@ class ChangesetService:
                 meta.pop("git", None)
             else:
                 meta["git"] = dict(facts)
+            # The session's row follows from its state: root/sessionAdded carries the
+            # facts when they came first, root/sessionSummaryChanged when they came later.
             self.engine.apply(channel.uri, {"type": "session/metaChanged", "_meta": meta})
-            # The session list's row carries the same facts (listSessions adds them too).
-            row_meta = {"git": dict(facts)} if facts is not None else {}
-            self.engine.notify_root(
-                "root/sessionSummaryChanged",
-                {"session": channel.uri, "changes": {"_meta": row_meta}},
-            )
 
     async def refresh(
         self, directory: str, *, announce: bool = False, only: Channel | None = None

@@ -126,6 +126,12 @@ def new_session_state(
     return state
 
 
+#: The keys of a session's ``_meta`` its catalogue row carries as well.
+ROW_META_KEYS = frozenset({"git"})
+#: What a summary change says for a key the new summary no longer has.
+CLEARED: dict[str, Any] = {"activity": None, "_meta": {}}
+
+
 def session_summary(
     uri: str, session: Mapping[str, Any], *, created_at: str, modified_at: str
 ) -> State:
@@ -154,6 +160,11 @@ def session_summary(
         summary["activity"] = session["activity"]
     if session.get("workingDirectories"):
         summary["workingDirectories"] = list(session["workingDirectories"])
+    # What a plugin learned of the session's folder (git's branch and counts) shows on
+    # its row too; the rest of the session's _meta is the session's alone.
+    facts = {k: v for k, v in (session.get("_meta") or {}).items() if k in ROW_META_KEYS}
+    if facts:
+        summary["_meta"] = facts
     return summary
 
 
@@ -163,7 +174,11 @@ def summary_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> Stat
     for key in set(before) | set(after):
         if key in IDENTITY_FIELDS or before.get(key) == after.get(key):
             continue
-        if key not in after and key != "activity":
-            continue  # only a cleared activity is said as null; the rest keep their value
-        changes[key] = after.get(key)
+        if key not in after:
+            # A cleared activity is said as null, facts that went as an empty _meta;
+            # the rest keep their value.
+            if key in CLEARED:
+                changes[key] = CLEARED[key]
+            continue
+        changes[key] = after[key]
     return changes
