@@ -1,7 +1,7 @@
 """Generate the protocol models from the AHP JSON Schemas.
 
-Run ``python -m ahpcore.protocol.codegen`` from a checkout that has the protocol
-schemas beside it (``../shared/ahp/schema`` or ``--schema DIR``). It writes three
+Run ``python -m ahpcore.protocol.codegen`` from a checkout: it reads the schemas
+reduced to facts in ``spec/schema`` (or ``--schema DIR``). It writes three
 modules into ``ahpcore/protocol/_generated/``:
 
 * ``models.py``  - pydantic v2 models that keep unknown keys out of the way (lenient),
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import pprint
 import subprocess
 import sys
@@ -51,11 +50,9 @@ DEFERRED_IMPORT = (
 
 
 def default_schema_dir() -> Path:
-    """The newest complete schema set: ``$AHP_SHARED/schema`` or ``../shared/ahp/schema``."""
-    shared = os.environ.get("AHP_SHARED")
-    if shared:
-        return Path(shared) / "schema"
-    return PACKAGE_DIR.parents[2] / "shared" / "ahp" / "schema"
+    """The schemas reduced to facts, kept in the checkout (``spec/schema``; see
+    ``ahpcore.protocol.reference``), so the models carry none of the protocol's prose."""
+    return PACKAGE_DIR.parents[1] / "spec" / "schema"
 
 
 def _widen_numbers(node: Any) -> Any:
@@ -345,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     schema_dir = args.schema or default_schema_dir()
     if not (schema_dir / "state.schema.json").is_file():
-        parser.error(f"no AHP schemas in {schema_dir} (pass --schema DIR or set AHP_SHARED)")
+        parser.error(
+            f"no AHP schemas in {schema_dir} (pass --schema DIR, or make spec/ with python -m ahpcore.protocol.reference)"
+        )
     for path in generate(schema_dir, args.out):
         print(path)
     return 0

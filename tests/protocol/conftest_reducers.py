@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ahpcore.protocol import reference
 from ahpcore.reducers import REDUCERS
 
 HERE = Path(__file__).resolve().parent
@@ -18,16 +18,8 @@ OWN_FIXTURES = HERE / "fixtures"
 SKIPS_FILE = HERE / "reducer_fixture_skips.toml"
 
 
-def shared_dir() -> Path:
-    """The shared AHP reference data: ``$AHP_SHARED`` or ``../shared/ahp`` beside the repo."""
-    override = os.environ.get("AHP_SHARED")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "ahp"
-
-
 def official_fixture_dir() -> Path:
-    return shared_dir() / "fixtures-0.8.0" / "reducers"
+    return reference.data_dir() / "fixtures-0.8.0" / "reducers"
 
 
 @dataclass(frozen=True)

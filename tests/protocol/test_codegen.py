@@ -1,13 +1,15 @@
 """The committed models are exactly what the generator makes of the schemas."""
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ahpcore.protocol import codegen
+from ahpcore.protocol import codegen, reference
 
 GENERATED = Path(codegen.__file__).parent / "_generated"
 
@@ -24,10 +26,7 @@ def test_protocol_imports_with_pydantic_alone():
 
 def test_committed_models_match_the_generator(tmp_path):
     schema = codegen.default_schema_dir()
-    if not (schema / "state.schema.json").is_file():
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must have the protocol schemas at {schema}")
-        pytest.skip(f"protocol schemas not found at {schema} (set AHP_SHARED to check freshness)")
+    assert (schema / "state.schema.json").is_file(), f"the checkout keeps the schemas at {schema}"
     pytest.importorskip("datamodel_code_generator", reason="needs the dev dependency group")
     codegen.generate(schema, tmp_path)
     made = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*.py"))
@@ -40,3 +39,53 @@ def test_committed_models_match_the_generator(tmp_path):
         f"generated modules out of date: {stale}; run python -m ahpcore.protocol.codegen"
     )
     assert made == sorted(str(path.relative_to(GENERATED)) for path in GENERATED.rglob("*.py"))
+
+
+def test_the_checkout_keeps_the_reference_data_as_the_reference_folder_makes_it():
+    """``spec/`` is what ``python -m ahpcore.protocol.reference`` makes of the reference
+    folder, file for file (checked where that folder is at hand: beside a checkout)."""
+    source = reference.default_source()
+    if not (source / reference.SCHEMA_DIR).is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"CI has the reference folder at {source}")
+        pytest.skip(f"no reference folder at {source} to compare spec/ with")
+    made = dict(reference.reduced(source))
+    kept = {
+        str(path.relative_to(reference.SPEC_DIR)) for path in reference.SPEC_DIR.rglob("*.json")
+    }
+    assert kept == set(made), "spec/ is stale: run python -m ahpcore.protocol.reference"
+    stale = [n for n, text in made.items() if (reference.SPEC_DIR / n).read_text("utf-8") != text]
+    assert not stale, f"spec/ is stale ({stale[:3]}): run python -m ahpcore.protocol.reference"
+
+
+PROSE_KEYS = ("description", "$comment", "title")
+
+
+def _prose_in_schema(node, where="$"):
+    """Every prose keyword left in a schema, by where it stands."""
+    if isinstance(node, list):
+        for n, item in enumerate(node):
+            yield from _prose_in_schema(item, f"{where}[{n}]")
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in PROSE_KEYS and isinstance(value, str):
+                yield f"{where}.{key}"
+            elif key in reference.NAMED_SCHEMAS and isinstance(value, dict):
+                for name, schema in value.items():
+                    yield from _prose_in_schema(schema, f"{where}.{key}.{name}")
+            elif key in reference.SUBSCHEMAS:
+                yield from _prose_in_schema(value, f"{where}.{key}")
+
+
+def test_no_prose_of_the_protocol_is_kept_in_the_repository():
+    for path in sorted((reference.SPEC_DIR / "schema").glob("*.json")):
+        found = list(_prose_in_schema(json.loads(path.read_text("utf-8"))))
+        assert not found, f"{path.name} keeps prose at {found[:3]}"
+    for path in sorted(reference.SPEC_DIR.glob("fixtures-*/*/*.json")):
+        assert "description" not in json.loads(path.read_text("utf-8")), path.name
+    # The models are generated from those schemas: what they describe, the generator's
+    # own words say.
+    own = Path(codegen.__file__).read_text("utf-8")
+    for path in GENERATED.rglob("*.py"):
+        for said in re.findall(r'description="([^"]*)"', path.read_text("utf-8")):
+            assert said[:40] in own, f"{path.name}: {said[:60]!r}"

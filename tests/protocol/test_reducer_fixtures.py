@@ -65,7 +65,7 @@ def _check(path: Path, own: bool) -> None:
 @pytest.mark.parametrize("path", _official_params())
 def test_official_reducer_fixture(path: Path | None) -> None:
     if path is None:
-        message = f"AHP reference fixtures not found at {OFFICIAL_DIR} (set AHP_SHARED)"
+        message = f"AHP reference fixtures not found at {OFFICIAL_DIR} (make them with python -m ahpcore.protocol.reference)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

@@ -20,23 +20,15 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from ahpcore.protocol import extensions, models
+from ahpcore.protocol import extensions, models, reference
 
-
-def _shared_dir() -> Path:
-    override = os.environ.get("AHP_SHARED")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "ahp"
-
-
-ROUND_TRIPS = _shared_dir() / "fixtures-0.8.0" / "round-trips"
+ROUND_TRIPS = reference.data_dir() / "fixtures-0.8.0" / "round-trips"
 SKIPS_FILE = Path(__file__).with_name("round_trip_skips.toml")
 
 if not ROUND_TRIPS.is_dir():
     _missing = (
         f"AHP round-trip fixtures not found at {ROUND_TRIPS}; "
-        "set AHP_SHARED to the shared/ahp reference folder"
+        "make them with python -m ahpcore.protocol.reference"
     )
     if os.environ.get("CI"):
         pytest.fail(_missing, pytrace=False)

@@ -13,12 +13,11 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ahpcore.protocol import strict
+from ahpcore.protocol import reference, strict
 from ahpcore.protocol.methods import COMMANDS
 from ahpcore.protocol.wire import (
     WireIssue,
@@ -37,14 +36,7 @@ from ahpcore.protocol.wire import (
 # Helpers
 
 
-def _shared_dir() -> Path:
-    override = os.environ.get("AHP_SHARED")
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "ahp"
-
-
-REDUCERS = _shared_dir() / "fixtures-0.8.0" / "reducers"
+REDUCERS = reference.data_dir() / "fixtures-0.8.0" / "reducers"
 
 
 def found(frame: Any, **kwargs: Any) -> set[tuple[str, str]]:
@@ -286,7 +278,7 @@ FIXTURE_ACTIONS = [
 @pytest.fixture(scope="module")
 def reducer_fixtures() -> dict[str, Any]:
     if not REDUCERS.is_dir():
-        message = f"AHP reducer fixtures not found at {REDUCERS}; set AHP_SHARED"
+        message = f"AHP reducer fixtures not found at {REDUCERS}; make them with python -m ahpcore.protocol.reference"
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)

@@ -12,30 +12,9 @@ class AhpProtocol(RootModel[Any]):
 
 
 class ChannelReceiveLimits(BaseModel):
-    windowBytes: Annotated[
-        int,
-        Field(
-            description="Target outstanding logical-payload bytes, counted as UTF-16 code units * 2\nbefore outer JSON escaping. Starting a data message requires available credit;\none started message may finish beyond the window.",
-            ge=1,
-            le=9007199254740991,
-        ),
-    ]
-    maximumFrameBytes: Annotated[
-        int,
-        Field(
-            description="Hard UTF-16 byte limit on the serialized outer frame, including JSON escaping.",
-            ge=1,
-            le=9007199254740991,
-        ),
-    ]
-    maximumMessageBytes: Annotated[
-        int,
-        Field(
-            description="Hard logical-payload limit. Outstanding data stays strictly below\nwindowBytes + maximumMessageBytes; receivers MUST budget for that overshoot.",
-            ge=1,
-            le=9007199254740991,
-        ),
-    ]
+    windowBytes: Annotated[int, Field(ge=1, le=9007199254740991)]
+    maximumFrameBytes: Annotated[int, Field(ge=1, le=9007199254740991)]
+    maximumMessageBytes: Annotated[int, Field(ge=1, le=9007199254740991)]
 
 
 class ChannelFlowControl(BaseModel):
@@ -44,174 +23,67 @@ class ChannelFlowControl(BaseModel):
 
 
 class ProtectedResourceMetadata(BaseModel):
-    resource: Annotated[
-        str,
-        Field(
-            description='REQUIRED. The protected resource\'s resource identifier, a URL using the\n`https` scheme with no fragment component (e.g. `"https://api.github.com"`).'
-        ),
-    ]
-    resource_name: Annotated[
-        str | None,
-        Field(description="OPTIONAL. Human-readable name of the protected resource."),
-    ] = None
-    authorization_servers: Annotated[
-        list[str] | None,
-        Field(
-            description="OPTIONAL. JSON array of OAuth authorization server identifier URLs."
-        ),
-    ] = None
-    jwks_uri: Annotated[
-        str | None,
-        Field(
-            description="OPTIONAL. URL of the protected resource's JWK Set document."
-        ),
-    ] = None
-    scopes_supported: Annotated[
-        list[str] | None,
-        Field(
-            description="RECOMMENDED. JSON array of OAuth 2.0 scope values used in authorization requests."
-        ),
-    ] = None
-    bearer_methods_supported: Annotated[
-        list[str] | None,
-        Field(
-            description="OPTIONAL. JSON array of Bearer Token presentation methods supported."
-        ),
-    ] = None
-    resource_signing_alg_values_supported: Annotated[
-        list[str] | None,
-        Field(description="OPTIONAL. JSON array of JWS signing algorithms supported."),
-    ] = None
-    resource_documentation: Annotated[
-        str | None,
-        Field(
-            description="OPTIONAL. URL of human-readable documentation for the resource."
-        ),
-    ] = None
-    resource_policy_uri: Annotated[
-        str | None,
-        Field(description="OPTIONAL. URL of the resource's data-usage policy."),
-    ] = None
-    resource_tos_uri: Annotated[
-        str | None,
-        Field(description="OPTIONAL. URL of the resource's terms of service."),
-    ] = None
-    required: Annotated[
-        bool | None,
-        Field(
-            description="AHP extension. Whether authentication is required for this resource.\n\n- `true` (default) — the agent cannot be used without a valid token.\n  The server SHOULD return `AuthRequired` (`-32007`) if the client\n  attempts to use the agent without authenticating.\n- `false` — the agent works without authentication but MAY offer\n  enhanced capabilities when a token is provided.\n\nClients SHOULD treat an absent field the same as `true`."
-        ),
-    ] = None
+    resource: str
+    resource_name: str | None = None
+    authorization_servers: list[str] | None = None
+    jwks_uri: str | None = None
+    scopes_supported: list[str] | None = None
+    bearer_methods_supported: list[str] | None = None
+    resource_signing_alg_values_supported: list[str] | None = None
+    resource_documentation: str | None = None
+    resource_policy_uri: str | None = None
+    resource_tos_uri: str | None = None
+    required: bool | None = None
 
 
 class TextPosition(BaseModel):
-    line: Annotated[int | float, Field(description="Zero-based line number.")]
-    character: Annotated[
-        int | float, Field(description="Zero-based character offset within the line.")
-    ]
+    line: int | float
+    character: int | float
 
 
 class TextRange(BaseModel):
-    start: Annotated[TextPosition, Field(description="Start position of the range.")]
-    end: Annotated[TextPosition, Field(description="End position of the range.")]
+    start: TextPosition
+    end: TextPosition
 
 
 class TextSelection(BaseModel):
-    range: Annotated[
-        TextRange, Field(description="The range covered by the selection.")
-    ]
+    range: TextRange
 
 
 class FileEditDiffStats(BaseModel):
-    added: Annotated[
-        int | float | None,
-        Field(
-            description="Number of items added (e.g., lines for text files, cells for notebooks)"
-        ),
-    ] = None
-    removed: Annotated[
-        int | float | None,
-        Field(
-            description="Number of items removed (e.g., lines for text files, cells for notebooks)"
-        ),
-    ] = None
+    added: int | float | None = None
+    removed: int | float | None = None
 
 
 class UsageInfo(BaseModel):
-    inputTokens: Annotated[
-        int | float | None, Field(description="Input tokens consumed")
-    ] = None
-    outputTokens: Annotated[
-        int | float | None, Field(description="Output tokens generated")
-    ] = None
-    model: Annotated[str | None, Field(description="Model used")] = None
-    cacheReadTokens: Annotated[
-        int | float | None, Field(description="Tokens read from cache")
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this usage report.\nClients MAY look for well-known optional keys here to provide enhanced UI.",
-        ),
-    ] = None
+    inputTokens: int | float | None = None
+    outputTokens: int | float | None = None
+    model: str | None = None
+    cacheReadTokens: int | float | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ErrorInfo(BaseModel):
-    errorType: Annotated[str, Field(description="Error type identifier")]
-    message: Annotated[str, Field(description="Human-readable error message")]
-    stack: Annotated[str | None, Field(description="Stack trace")] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this error.\nClients MAY look for well-known optional keys here to provide enhanced UI\n(e.g. a structured chat fetch error for richer, localized messaging).",
-        ),
-    ] = None
+    errorType: str
+    message: str
+    stack: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class MultipleChatsCapability(BaseModel):
-    fork: Annotated[
-        bool | None,
-        Field(
-            description='The agent can fork a chat from a specific turn. When absent or `false`,\nclients MUST NOT pass a {@link ChatSource} with `kind: "fork"` to\n`createChat`.\nForking always implies multi-chat support.'
-        ),
-    ] = None
-    sideChat: Annotated[
-        bool | None,
-        Field(
-            description='The agent can create a side chat from a specific turn. When absent or\n`false`, clients MUST NOT pass a {@link ChatSource} with\n`kind: "sideChat"` to `createChat`.\n\nA side chat receives the source turn as context without copying the source\ntranscript into its own visible history. The source is identified by a\nstable `turnId`, which the host resolves against the source chat\'s current\n`activeTurn` or retained history. When it names the current active turn,\nthe host snapshots the available partial assistant response at creation\ntime. Side-chat support always implies multi-chat support.'
-        ),
-    ] = None
+    fork: bool | None = None
+    sideChat: bool | None = None
 
 
 class MultipleWorkingDirectoriesCapability(BaseModel):
-    immutablePrimary: Annotated[
-        bool | None,
-        Field(
-            description="The agent's **first** working directory (index `0` of\n{@link CreateSessionParams.workingDirectories}) is an immutable primary:\nits URI is fixed for the lifetime of the session — clients MUST NOT remove,\nreorder, or replace it. Additional directories after it remain equal peers\nthat can be added and removed freely. When\n{@link primaryReplacement} is also `true`, clients that recognize that\ncapability MUST instead treat the primary as protected and replaceable.\n\nAdvertised by backends whose agent process is rooted at a single directory\nthat cannot change once the session has started. A backend MAY also\nadvertise this with {@link primaryReplacement} for compatibility with\nclients that do not recognize the newer capability: those clients retain\nthe safe immutable-primary behavior, while newer clients allow only the\ntargeted replacement action. When both are absent or `false`, all\ndirectories are equal peers."
-        ),
-    ] = None
-    primaryReplacement: Annotated[
-        bool | None,
-        Field(
-            description="The agent's first working-directory slot (index `0`) is a protected primary\nwhose URI can be atomically replaced with\n`session/workingDirectoryReplaced`. Clients MUST NOT remove that slot with\ngeneric membership actions; additional directories remain equal peers.\n\nBackends use this when their cwd-bearing directory can move during a\nsession. It MAY be `true` together with {@link immutablePrimary}; this\npreserves the immutable-primary guarantee for older clients that do not\nrecognize this capability. Clients that recognize this capability MUST\nallow a targeted replacement even when `immutablePrimary` is also `true`."
-        ),
-    ] = None
+    immutablePrimary: bool | None = None
+    primaryReplacement: bool | None = None
 
 
 class ChangesSummary(BaseModel):
-    additions: Annotated[
-        int | float | None,
-        Field(description="Total number of inserted lines across all changed files."),
-    ] = None
-    deletions: Annotated[
-        int | float | None,
-        Field(description="Total number of deleted lines across all changed files."),
-    ] = None
-    files: Annotated[
-        int | float | None, Field(description="Number of files that have changes.")
-    ] = None
+    additions: int | float | None = None
+    deletions: int | float | None = None
+    files: int | float | None = None
 
 
 class InputSchema(BaseModel):
@@ -227,27 +99,11 @@ class OutputSchema(BaseModel):
 
 
 class ToolAnnotations(BaseModel):
-    title: Annotated[
-        str | None, Field(description="Alternate human-readable title")
-    ] = None
-    readOnlyHint: Annotated[
-        bool | None,
-        Field(description="Tool does not modify its environment (default: false)"),
-    ] = None
-    destructiveHint: Annotated[
-        bool | None,
-        Field(description="Tool may perform destructive updates (default: true)"),
-    ] = None
-    idempotentHint: Annotated[
-        bool | None,
-        Field(
-            description="Repeated calls with the same arguments have no additional effect (default: false)"
-        ),
-    ] = None
-    openWorldHint: Annotated[
-        bool | None,
-        Field(description="Tool may interact with external entities (default: true)"),
-    ] = None
+    title: str | None = None
+    readOnlyHint: bool | None = None
+    destructiveHint: bool | None = None
+    idempotentHint: bool | None = None
+    openWorldHint: bool | None = None
 
 
 class CustomizationLoadingState(BaseModel):
@@ -260,14 +116,12 @@ class CustomizationLoadedState(BaseModel):
 
 class CustomizationDegradedState(BaseModel):
     kind: Literal["degraded"]
-    message: Annotated[
-        str, Field(description="Human-readable description of the warning.")
-    ]
+    message: str
 
 
 class CustomizationErrorState(BaseModel):
     kind: Literal["error"]
-    message: Annotated[str, Field(description="Human-readable error message.")]
+    message: str
 
 
 class ServerTools(BaseModel):
@@ -283,40 +137,15 @@ class Sampling(BaseModel):
 
 
 class AhpMcpUiHostCapabilities(BaseModel):
-    serverTools: Annotated[
-        ServerTools | None,
-        Field(
-            description="Producer proxies the MCP `tools/*` methods to the upstream server."
-        ),
-    ] = None
-    serverResources: Annotated[
-        ServerResources | None,
-        Field(
-            description="Producer proxies the MCP `resources/*` methods to the upstream server."
-        ),
-    ] = None
-    logging: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Producer accepts `notifications/message` log entries from the App via `mcpNotification`."
-        ),
-    ] = None
-    sampling: Annotated[
-        Sampling | None,
-        Field(
-            description="Producer serves `sampling/createMessage` via `mcpMethodCall`."
-        ),
-    ] = None
+    serverTools: ServerTools | None = None
+    serverResources: ServerResources | None = None
+    logging: dict[str, Any] | None = None
+    sampling: Sampling | None = None
 
 
 class McpServerStartingState(BaseModel):
     kind: Literal["starting"]
-    blocking: Annotated[
-        bool | None,
-        Field(
-            description="Hosts SHOULD set this to `true` when this server's startup will hold back\nthe processing of new messages (for example, the next turn) while the\nserver's contributions — such as its tools — are discovered.\n\nClients MAY dispatch\n{@link SessionMcpServerBackgroundRequestedAction | `session/mcpServerBackgroundRequested`}\nthrough an appropriate affordance to ask the host to background the\nstartup."
-        ),
-    ] = None
+    blocking: bool | None = None
 
 
 class McpServerReadyState(BaseModel):
@@ -324,23 +153,13 @@ class McpServerReadyState(BaseModel):
 
 
 class McpOAuthClient(BaseModel):
-    clientId: Annotated[
-        str,
-        Field(
-            description="OAuth client identifier registered with the authorization server."
-        ),
-    ]
-    clientSecret: Annotated[
-        str | None,
-        Field(
-            description="OAuth client secret for a confidential client. Absence means the client is\npublic and uses a secretless flow such as authorization code with PKCE."
-        ),
-    ] = None
+    clientId: str
+    clientSecret: str | None = None
 
 
 class McpServerErrorState(BaseModel):
     kind: Literal["error"]
-    error: Annotated[ErrorInfo, Field(description="Error details.")]
+    error: ErrorInfo
 
 
 class McpServerStoppedState(BaseModel):
@@ -348,197 +167,83 @@ class McpServerStoppedState(BaseModel):
 
 
 class BackgroundWorkBase(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Identifier of this entry, unique within the owning chat across all kinds.\nThe host derives it however it likes (for example from the kind plus the\nagent's own task id); consumers MUST treat it as opaque. It is the key for\nthe `chat/backgroundWorkSet` / `chat/backgroundWorkRemoved` upsert\nconvention."
-        ),
-    ]
-    label: Annotated[
-        str,
-        Field(
-            description="Human-readable label, such as the command's purpose or the subagent's name."
-        ),
-    ]
-    startedAt: Annotated[
-        str, Field(description="ISO 8601 timestamp when the work started.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Provider-specific metadata."),
-    ] = None
+    id: str
+    label: str
+    startedAt: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class SideChatSelection(BaseModel):
-    text: Annotated[
-        str,
-        Field(
-            description="Exact selected-text snapshot captured at `createChat` acceptance.\n\nMUST be non-empty."
-        ),
-    ]
-    responsePartId: Annotated[
-        str | None,
-        Field(
-            description="Optional provenance for the response part that contained {@link text} when\nthe host took the snapshot.\n\nAdvisory only: this is not a live range or offset and MUST NOT be used to\nrecompute `text`."
-        ),
-    ] = None
+    text: str
+    responsePartId: str | None = None
 
 
 class ChatInputOption(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable option identifier; for MCP enum values this is the enum string"
-        ),
-    ]
-    label: Annotated[str, Field(description="Display label")]
-    description: Annotated[str | None, Field(description="Optional secondary text")] = (
-        None
-    )
-    recommended: Annotated[
-        bool | None,
-        Field(description="Whether this option is the recommended/default choice"),
-    ] = None
+    id: str
+    label: str
+    description: str | None = None
+    recommended: bool | None = None
 
 
 class ChatInputQuestionBase(BaseModel):
-    id: Annotated[
-        str,
-        Field(description="Stable question identifier used as the key in `answers`"),
-    ]
-    title: Annotated[str | None, Field(description="Short display title")] = None
-    message: Annotated[str, Field(description="Prompt shown to the user")]
-    required: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user must answer this question to accept the request"
-        ),
-    ] = None
+    id: str
+    title: str | None = None
+    message: str
+    required: bool | None = None
 
 
 class ChatInputTextQuestion(BaseModel):
-    id: Annotated[
-        str,
-        Field(description="Stable question identifier used as the key in `answers`"),
-    ]
-    title: Annotated[str | None, Field(description="Short display title")] = None
-    message: Annotated[str, Field(description="Prompt shown to the user")]
-    required: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user must answer this question to accept the request"
-        ),
-    ] = None
+    id: str
+    title: str | None = None
+    message: str
+    required: bool | None = None
     kind: Literal["text"]
-    format: Annotated[
-        str | None,
-        Field(
-            description="Format hint for text questions, such as `email`, `uri`, `date`, or `date-time`"
-        ),
-    ] = None
-    min: Annotated[int | float | None, Field(description="Minimum string length")] = (
-        None
-    )
-    max: Annotated[int | float | None, Field(description="Maximum string length")] = (
-        None
-    )
-    defaultValue: Annotated[str | None, Field(description="Default text")] = None
+    format: str | None = None
+    min: int | float | None = None
+    max: int | float | None = None
+    defaultValue: str | None = None
 
 
 class ChatInputNumberQuestion(BaseModel):
-    id: Annotated[
-        str,
-        Field(description="Stable question identifier used as the key in `answers`"),
-    ]
-    title: Annotated[str | None, Field(description="Short display title")] = None
-    message: Annotated[str, Field(description="Prompt shown to the user")]
-    required: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user must answer this question to accept the request"
-        ),
-    ] = None
+    id: str
+    title: str | None = None
+    message: str
+    required: bool | None = None
     kind: Literal["number", "integer"]
-    min: Annotated[int | float | None, Field(description="Minimum value")] = None
-    max: Annotated[int | float | None, Field(description="Maximum value")] = None
-    defaultValue: Annotated[
-        int | float | None, Field(description="Default numeric value")
-    ] = None
+    min: int | float | None = None
+    max: int | float | None = None
+    defaultValue: int | float | None = None
 
 
 class ChatInputBooleanQuestion(BaseModel):
-    id: Annotated[
-        str,
-        Field(description="Stable question identifier used as the key in `answers`"),
-    ]
-    title: Annotated[str | None, Field(description="Short display title")] = None
-    message: Annotated[str, Field(description="Prompt shown to the user")]
-    required: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user must answer this question to accept the request"
-        ),
-    ] = None
+    id: str
+    title: str | None = None
+    message: str
+    required: bool | None = None
     kind: Literal["boolean"]
-    defaultValue: Annotated[bool | None, Field(description="Default boolean value")] = (
-        None
-    )
+    defaultValue: bool | None = None
 
 
 class ChatInputSingleSelectQuestion(BaseModel):
-    id: Annotated[
-        str,
-        Field(description="Stable question identifier used as the key in `answers`"),
-    ]
-    title: Annotated[str | None, Field(description="Short display title")] = None
-    message: Annotated[str, Field(description="Prompt shown to the user")]
-    required: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user must answer this question to accept the request"
-        ),
-    ] = None
+    id: str
+    title: str | None = None
+    message: str
+    required: bool | None = None
     kind: Literal["single-select"]
-    options: Annotated[
-        list[ChatInputOption], Field(description="Options the user may select from")
-    ]
-    allowFreeformInput: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user may enter text instead of selecting an option"
-        ),
-    ] = None
+    options: list[ChatInputOption]
+    allowFreeformInput: bool | None = None
 
 
 class ChatInputMultiSelectQuestion(BaseModel):
-    id: Annotated[
-        str,
-        Field(description="Stable question identifier used as the key in `answers`"),
-    ]
-    title: Annotated[str | None, Field(description="Short display title")] = None
-    message: Annotated[str, Field(description="Prompt shown to the user")]
-    required: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user must answer this question to accept the request"
-        ),
-    ] = None
+    id: str
+    title: str | None = None
+    message: str
+    required: bool | None = None
     kind: Literal["multi-select"]
-    options: Annotated[
-        list[ChatInputOption], Field(description="Options the user may select from")
-    ]
-    allowFreeformInput: Annotated[
-        bool | None,
-        Field(
-            description="Whether the user may enter text in addition to selecting options"
-        ),
-    ] = None
-    min: Annotated[
-        int | float | None, Field(description="Minimum selected item count")
-    ] = None
-    max: Annotated[
-        int | float | None, Field(description="Maximum selected item count")
-    ] = None
+    options: list[ChatInputOption]
+    allowFreeformInput: bool | None = None
+    min: int | float | None = None
+    max: int | float | None = None
 
 
 class ChatInputTextAnswerValue(BaseModel):
@@ -559,185 +264,73 @@ class ChatInputBooleanAnswerValue(BaseModel):
 class ChatInputSelectedAnswerValue(BaseModel):
     kind: Literal["selected"]
     value: str
-    freeformValues: Annotated[
-        list[str] | None,
-        Field(description="Free-form text entered instead of selecting an option"),
-    ] = None
+    freeformValues: list[str] | None = None
 
 
 class ChatInputSelectedManyAnswerValue(BaseModel):
     kind: Literal["selected-many"]
     value: list[str]
-    freeformValues: Annotated[
-        list[str] | None,
-        Field(description="Free-form text entered in addition to selected options"),
-    ] = None
+    freeformValues: list[str] | None = None
 
 
 class ChatInputSkipped(BaseModel):
-    state: Annotated[Literal["skipped"], Field(description="Answer state")]
-    freeformValues: Annotated[
-        list[str] | None,
-        Field(description="Free-form reason or value captured while skipping, if any"),
-    ] = None
+    state: Literal["skipped"]
+    freeformValues: list[str] | None = None
 
 
 class MessageAttachmentBase(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class SimpleMessageAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["simple"], Field(description="Discriminant")]
-    modelRepresentation: Annotated[
-        str | None,
-        Field(
-            description="Representation of the attachment as it should be shown to the model.\n\nIf the attachment was produced by the client, this property MUST be\ndefined so the agent host can correctly interpret the attachment. This\nproperty MAY be omitted when the attachment originated from a\n`completions` response."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["simple"]
+    modelRepresentation: str | None = None
 
 
 class MessageEmbeddedResourceAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["embeddedResource"], Field(description="Discriminant")]
-    data: Annotated[str, Field(description="Base64-encoded binary data")]
-    contentType: Annotated[
-        str,
-        Field(
-            description='Content MIME type (e.g. `"image/png"`, `"application/pdf"`)'
-        ),
-    ]
-    selection: Annotated[
-        TextSelection | None,
-        Field(
-            description="Optional selection within the attached textual resource.\n\nOnly meaningful for textual resources."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["embeddedResource"]
+    data: str
+    contentType: str
+    selection: TextSelection | None = None
 
 
 class MarkdownResponsePart(BaseModel):
-    kind: Annotated[Literal["markdown"], Field(description="Discriminant")]
-    id: Annotated[
-        str,
-        Field(
-            description="Part identifier, used by `chat/delta` to target this part for content appends"
-        ),
-    ]
-    content: Annotated[str, Field(description="Markdown content")]
+    kind: Literal["markdown"]
+    id: str
+    content: str
 
 
 class ReasoningResponsePart(BaseModel):
-    kind: Annotated[Literal["reasoning"], Field(description="Discriminant")]
-    id: Annotated[
-        str,
-        Field(
-            description="Part identifier, used by `chat/reasoning` to target this part for content appends"
-        ),
-    ]
-    content: Annotated[str, Field(description="Accumulated reasoning text")]
+    kind: Literal["reasoning"]
+    id: str
+    content: str
 
 
 class ErrorResponsePart(BaseModel):
-    kind: Annotated[Literal["error"], Field(description="Discriminant")]
-    error: Annotated[ErrorInfo, Field(description="Error details.")]
-    resumable: Annotated[
-        bool | None,
-        Field(
-            description="Whether the host can resume the turn from this error. Only `true` enables resume."
-        ),
-    ] = None
+    kind: Literal["error"]
+    error: ErrorInfo
+    resumable: bool | None = None
 
 
 class ToolCallClientContributor(BaseModel):
     kind: Literal["client"]
-    clientId: Annotated[
-        str,
-        Field(
-            description="If this tool is provided by a client, the `clientId` of the owning client.\nAbsent for server-side tools.\n\nWhen set, the identified client is responsible for executing the tool and\ndispatching `chat/toolCallComplete` with the result."
-        ),
-    ]
+    clientId: str
 
 
 class ToolCallMcpContributor(BaseModel):
     kind: Literal["mcp"]
-    customizationId: Annotated[
-        str,
-        Field(
-            description="Customization ID of the corresponding MCP server in {@link SessionState.customizations}."
-        ),
-    ]
+    customizationId: str
 
 
 class Error(BaseModel):
@@ -747,34 +340,19 @@ class Error(BaseModel):
 
 class ToolResultTextContent(BaseModel):
     type: Literal["text"]
-    text: Annotated[str, Field(description="The text content")]
+    text: str
 
 
 class ToolResultEmbeddedResourceContent(BaseModel):
     type: Literal["embeddedResource"]
-    data: Annotated[str, Field(description="Base64-encoded data")]
-    contentType: Annotated[
-        str, Field(description='Content type (e.g. `"image/png"`, `"application/pdf"`)')
-    ]
+    data: str
+    contentType: str
 
 
 class TerminalCommandResult(BaseModel):
-    exitCode: Annotated[
-        int | float | None,
-        Field(
-            description="Exit code from the completed command, if reported by the runtime"
-        ),
-    ] = None
-    preview: Annotated[
-        str | None,
-        Field(
-            description="Preview of the command's output, for clients that are not subscribed\nto the terminal or that arrive after it is disposed. When `isPty` is\n`true` the preview may contain VT sequences; when `false` it is plain\ntext."
-        ),
-    ] = None
-    truncated: Annotated[
-        bool | None,
-        Field(description="Whether `preview` is known to be incomplete or truncated"),
-    ] = None
+    exitCode: int | float | None = None
+    preview: str | None = None
+    truncated: bool | None = None
 
 
 class TerminalRunningLifecycleState(BaseModel):
@@ -783,70 +361,32 @@ class TerminalRunningLifecycleState(BaseModel):
 
 class TerminalExitedLifecycleState(BaseModel):
     status: Literal["exited"]
-    exitCode: Annotated[
-        int | float | None,
-        Field(description="Process exit code, if the runtime reported one."),
-    ] = None
+    exitCode: int | float | None = None
 
 
 class TerminalClientClaim(BaseModel):
-    kind: Annotated[Literal["client"], Field(description="Discriminant")]
-    clientId: Annotated[str, Field(description="The `clientId` of the claiming client")]
+    kind: Literal["client"]
+    clientId: str
 
 
 class TerminalUnclassifiedPart(BaseModel):
     type: Literal["unclassified"]
-    value: Annotated[
-        str,
-        Field(
-            description="Accumulated VT output. Appended to by `terminal/data` when no command is executing."
-        ),
-    ]
+    value: str
 
 
 class TerminalCommandPart(BaseModel):
     type: Literal["command"]
-    commandId: Annotated[
-        str,
-        Field(
-            description="Stable id matching the `commandId` on the corresponding\n`terminal/commandExecuted` and `terminal/commandFinished` actions."
-        ),
-    ]
-    commandLine: Annotated[
-        str, Field(description="The command line submitted to the shell.")
-    ]
-    output: Annotated[
-        str,
-        Field(
-            description="Accumulated VT output. Appended to by `terminal/data` while `isComplete`\nis false. Shell integration escape sequences are stripped by the server."
-        ),
-    ]
-    timestamp: Annotated[
-        int | float,
-        Field(
-            description="Unix timestamp (ms) when execution started, as reported by the server."
-        ),
-    ]
-    isComplete: Annotated[bool, Field(description="Whether the command has finished.")]
-    exitCode: Annotated[
-        int | float | None,
-        Field(
-            description="Shell exit code. Set at completion. `undefined` if unknown."
-        ),
-    ] = None
-    durationMs: Annotated[
-        int | float | None,
-        Field(description="Wall-clock duration in milliseconds. Set at completion."),
-    ] = None
+    commandId: str
+    commandLine: str
+    output: str
+    timestamp: int | float
+    isComplete: bool
+    exitCode: int | float | None = None
+    durationMs: int | float | None = None
 
 
 class ChangesetCapabilities(BaseModel):
-    review: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description='The changeset supports the per-file **review** workflow. When declared,\nclients MAY surface a GitHub-style "Viewed" toggle per file and dispatch\n{@link ChangesetFilesReviewChangedAction | `changeset/filesReviewChanged`} to\nset each file\'s {@link ChangesetFile.reviewed} flag. Clients that omit\nhandling MUST treat the changeset as non-reviewable.'
-        ),
-    ] = None
+    review: dict[str, Any] | None = None
 
 
 class Excludes(BaseModel):
@@ -858,41 +398,24 @@ class Includes(BaseModel):
 
 
 class AutomationSchedule(BaseModel):
-    expression: Annotated[
-        str,
-        Field(
-            description="Five-field AHP cron expression described by {@link AutomationSchedule}."
-        ),
-    ]
-    timeZone: Annotated[
-        str,
-        Field(
-            description='IANA Time Zone Database identifier used to interpret the expression, for\nexample `"UTC"` or `"Europe/Berlin"`.'
-        ),
-    ]
+    expression: str
+    timeZone: str
 
 
 class AutomationAfterRunsCondition(BaseModel):
     kind: Literal["afterRuns"]
-    max: Annotated[
-        int, Field(description="Positive-integer cap on scheduled runs.", ge=1)
-    ]
+    max: Annotated[int, Field(ge=1)]
 
 
 class AutomationAfterDateCondition(BaseModel):
     kind: Literal["afterDate"]
-    date: Annotated[
-        str, Field(description="ISO 8601 timestamp after which scheduling stops.")
-    ]
+    date: str
 
 
 class AutomationTriggerEventDefinition(BaseModel):
-    id: Annotated[str, Field(description="Stable event id.")]
-    title: Annotated[str, Field(description="Human-readable event name.")]
-    description: Annotated[
-        str | None,
-        Field(description="Optional longer explanation of when this event fires."),
-    ] = None
+    id: str
+    title: str
+    description: str | None = None
 
 
 class DisableConditions(BaseModel):
@@ -905,102 +428,44 @@ class AutomationManualRunOrigin(BaseModel):
 
 class AutomationTriggeredRunOrigin(BaseModel):
     kind: Literal["trigger"]
-    triggerId: Annotated[
-        str,
-        Field(
-            description="Matches the stable {@link AutomationScheduleTrigger.id} or\n{@link AutomationEventTrigger.id} in the definition."
-        ),
-    ]
-    scheduledFor: Annotated[
-        str | None,
-        Field(
-            description="Intended schedule occurrence as an ISO 8601 timestamp. Present for\nschedule triggers and normally absent for event triggers."
-        ),
-    ] = None
-    catchUp: Annotated[
-        bool | None,
-        Field(
-            description="`true` when this is a catch-up run created by\n{@link AutomationMisfirePolicy.RunOnce}."
-        ),
-    ] = None
-    event: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Host-defined, non-secret event provenance suitable for display or audit.\nThis is descriptive context, not an input that clients replay."
-        ),
-    ] = None
+    triggerId: str
+    scheduledFor: str | None = None
+    catchUp: bool | None = None
+    event: dict[str, Any] | None = None
 
 
 class AutomationPendingRunLifecycle(BaseModel):
     status: Literal["pending"]
-    createdAt: Annotated[
-        str, Field(description="Run creation timestamp in ISO 8601 format.")
-    ]
+    createdAt: str
 
 
 class AutomationRunningRunLifecycle(BaseModel):
     status: Literal["running"]
-    createdAt: Annotated[
-        str, Field(description="Run creation timestamp in ISO 8601 format.")
-    ]
-    startedAt: Annotated[
-        str, Field(description="First execution start timestamp in ISO 8601 format.")
-    ]
+    createdAt: str
+    startedAt: str
 
 
 class AutomationCompletedRunLifecycle(BaseModel):
     status: Literal["completed"]
-    createdAt: Annotated[
-        str, Field(description="Run creation timestamp in ISO 8601 format.")
-    ]
-    startedAt: Annotated[
-        str, Field(description="First execution start timestamp in ISO 8601 format.")
-    ]
-    completedAt: Annotated[
-        str, Field(description="Completion timestamp in ISO 8601 format.")
-    ]
-    usage: Annotated[
-        UsageInfo | None,
-        Field(description="Optional aggregate model usage across all linked sessions."),
-    ] = None
+    createdAt: str
+    startedAt: str
+    completedAt: str
+    usage: UsageInfo | None = None
 
 
 class AutomationFailedRunLifecycle(BaseModel):
     status: Literal["failed"]
-    createdAt: Annotated[
-        str, Field(description="Run creation timestamp in ISO 8601 format.")
-    ]
-    startedAt: Annotated[
-        str | None,
-        Field(
-            description="First execution start timestamp in ISO 8601 format, when execution began."
-        ),
-    ] = None
-    completedAt: Annotated[
-        str, Field(description="Failure timestamp in ISO 8601 format.")
-    ]
-    error: Annotated[
-        ErrorInfo,
-        Field(
-            description="Stable machine-readable and human-readable failure information."
-        ),
-    ]
+    createdAt: str
+    startedAt: str | None = None
+    completedAt: str
+    error: ErrorInfo
 
 
 class AutomationCancelledRunLifecycle(BaseModel):
     status: Literal["cancelled"]
-    createdAt: Annotated[
-        str, Field(description="Run creation timestamp in ISO 8601 format.")
-    ]
-    startedAt: Annotated[
-        str | None,
-        Field(
-            description="First execution start timestamp in ISO 8601 format, when execution began."
-        ),
-    ] = None
-    completedAt: Annotated[
-        str, Field(description="Cancellation completion timestamp in ISO 8601 format.")
-    ]
+    createdAt: str
+    startedAt: str | None = None
+    completedAt: str
 
 
 class TcpConnectionsCapability(BaseModel):
@@ -1012,21 +477,11 @@ class StringOrMarkdown1(BaseModel):
 
 
 class StringOrMarkdown(RootModel[str | StringOrMarkdown1]):
-    root: Annotated[
-        str | StringOrMarkdown1,
-        Field(
-            description="A string that may optionally be rendered as Markdown.\n\n- A plain `string` is rendered as-is (no Markdown processing).\n- An object with `{ markdown: string }` is rendered with Markdown formatting."
-        ),
-    ]
+    root: str | StringOrMarkdown1
 
 
 class JsonPrimitive(RootModel[str | int | float | bool | None]):
-    root: Annotated[
-        str | int | float | bool | None,
-        Field(
-            description="A primitive JSON value: a string, number, boolean, or `null`."
-        ),
-    ]
+    root: str | int | float | bool | None
 
 
 class CustomizationEnablement1(BaseModel):
@@ -1042,12 +497,7 @@ class CustomizationEnablement3(BaseModel):
 class ChildCustomizationType(
     RootModel[Literal["agent", "skill", "prompt", "rule", "hook", "mcpServer"]]
 ):
-    root: Annotated[
-        Literal["agent", "skill", "prompt", "rule", "hook", "mcpServer"],
-        Field(
-            description="Customization types that appear as children of a\n{@link PluginCustomization} or {@link DirectoryCustomization}."
-        ),
-    ]
+    root: Literal["agent", "skill", "prompt", "rule", "hook", "mcpServer"]
 
 
 class CustomizationLoadState(
@@ -1058,12 +508,7 @@ class CustomizationLoadState(
         | CustomizationErrorState
     ]
 ):
-    root: Annotated[
-        CustomizationLoadingState | CustomizationLoadedState | CustomizationDegradedState | CustomizationErrorState,
-        Field(
-            description="Discriminated load state for a container customization\n({@link PluginCustomization} or {@link DirectoryCustomization})."
-        ),
-    ]
+    root: CustomizationLoadingState | CustomizationLoadedState | CustomizationDegradedState | CustomizationErrorState
 
 
 class ChatOrigin1(BaseModel):
@@ -1079,10 +524,7 @@ class ChatInputQuestion(
         | ChatInputMultiSelectQuestion
     ]
 ):
-    root: Annotated[
-        ChatInputTextQuestion | ChatInputNumberQuestion | ChatInputBooleanQuestion | ChatInputSingleSelectQuestion | ChatInputMultiSelectQuestion,
-        Field(description="One question within a chat input request."),
-    ]
+    root: ChatInputTextQuestion | ChatInputNumberQuestion | ChatInputBooleanQuestion | ChatInputSingleSelectQuestion | ChatInputMultiSelectQuestion
 
 
 class ChatInputAnswerValue(
@@ -1106,39 +548,25 @@ class ToolCallContributor(
 class TerminalLifecycleState(
     RootModel[TerminalRunningLifecycleState | TerminalExitedLifecycleState]
 ):
-    root: Annotated[
-        TerminalRunningLifecycleState | TerminalExitedLifecycleState,
-        Field(description="Current lifecycle of a terminal process."),
-    ]
+    root: TerminalRunningLifecycleState | TerminalExitedLifecycleState
 
 
 class TerminalContentPart(RootModel[TerminalUnclassifiedPart | TerminalCommandPart]):
     root: Annotated[
-        TerminalUnclassifiedPart | TerminalCommandPart,
-        Field(
-            description="A content part within terminal output.", discriminator="type"
-        ),
+        TerminalUnclassifiedPart | TerminalCommandPart, Field(discriminator="type")
     ]
 
 
 class AutomationDisableCondition(
     RootModel[AutomationAfterRunsCondition | AutomationAfterDateCondition]
 ):
-    root: Annotated[
-        AutomationAfterRunsCondition | AutomationAfterDateCondition,
-        Field(
-            description="One self-disable rule in {@link AutomationDefinition.disableConditions}.\nThe host disables scheduling once any rule is met (logical OR)."
-        ),
-    ]
+    root: AutomationAfterRunsCondition | AutomationAfterDateCondition
 
 
 class AutomationRunOrigin(
     RootModel[AutomationManualRunOrigin | AutomationTriggeredRunOrigin]
 ):
-    root: Annotated[
-        AutomationManualRunOrigin | AutomationTriggeredRunOrigin,
-        Field(description="Immutable provenance describing why a run was created."),
-    ]
+    root: AutomationManualRunOrigin | AutomationTriggeredRunOrigin
 
 
 class AutomationRunLifecycle(
@@ -1150,35 +578,19 @@ class AutomationRunLifecycle(
         | AutomationCancelledRunLifecycle
     ]
 ):
-    root: Annotated[
-        AutomationPendingRunLifecycle | AutomationRunningRunLifecycle | AutomationCompletedRunLifecycle | AutomationFailedRunLifecycle | AutomationCancelledRunLifecycle,
-        Field(description="Discriminated lifecycle of an automation run."),
-    ]
+    root: AutomationPendingRunLifecycle | AutomationRunningRunLifecycle | AutomationCompletedRunLifecycle | AutomationFailedRunLifecycle | AutomationCancelledRunLifecycle
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ChannelRecoveryKind(RootModel[Literal["snapshot", "replay", "live"]]):
-    root: Annotated[
-        Literal["snapshot", "replay", "live"],
-        Field(
-            description="Recovery selected independently from windows and whether a channel has state."
-        ),
-    ]
+    root: Literal["snapshot", "replay", "live"]
 
 
 class PolicyState(RootModel[Literal["enabled", "disabled", "unconfigured"]]):
-    root: Annotated[
-        Literal["enabled", "disabled", "unconfigured"],
-        Field(description="Policy configuration state for a model."),
-    ]
+    root: Literal["enabled", "disabled", "unconfigured"]
 
 
 class SessionStatus(RootModel[int]):
@@ -1191,143 +603,77 @@ class SessionStatus(RootModel[int]):
 
 
 class SessionLifecycle(RootModel[Literal["creating", "ready", "failed"]]):
-    root: Annotated[
-        Literal["creating", "ready", "failed"],
-        Field(description="Session initialization state."),
-    ]
+    root: Literal["creating", "ready", "failed"]
 
 
 class ChatInteractivity(RootModel[Literal["full", "read-only", "hidden"]]):
-    root: Annotated[
-        Literal["full", "read-only", "hidden"],
-        Field(
-            description="How a user can interact with a chat.\n\n- `Full` — user can send messages and watch (default when absent)\n- `ReadOnly` — user can watch but not send messages (e.g. agent team workers)\n- `Hidden` — internal worker not shown in UI at all\n\nSupports the agent-team pattern where a lead chat is fully interactive and\nworker chats are read-only (visible for observability) or hidden (internal\nimplementation detail). The harness sets this based on the chat's role;\nthe UI uses it to show appropriate controls."
-        ),
-    ]
+    root: Literal["full", "read-only", "hidden"]
 
 
 class McpAuthRequiredReason(
     RootModel[Literal["required", "expired", "insufficientScope"]]
 ):
-    root: Annotated[
-        Literal["required", "expired", "insufficientScope"],
-        Field(
-            description="Why an MCP server is currently in the {@link McpServerStatus.AuthRequired}\nstate. Mirrors the three failure modes defined by the\n[MCP authorization spec](https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization.md)."
-        ),
-    ]
+    root: Literal["required", "expired", "insufficientScope"]
 
 
 class TurnState(RootModel[Literal["complete", "cancelled", "error"]]):
-    root: Annotated[
-        Literal["complete", "cancelled", "error"],
-        Field(description="How a turn ended."),
-    ]
+    root: Literal["complete", "cancelled", "error"]
 
 
 class MessageKind(
     RootModel[Literal["user", "agent", "tool", "automation", "systemNotification"]]
 ):
-    root: Annotated[
-        Literal["user", "agent", "tool", "automation", "systemNotification"],
-        Field(
-            description="Discriminant for {@link MessageOrigin} — identifies who produced a message."
-        ),
-    ]
+    root: Literal["user", "agent", "tool", "automation", "systemNotification"]
 
 
 class ChatInputResponseKind(RootModel[Literal["accept", "decline", "cancel"]]):
-    root: Annotated[
-        Literal["accept", "decline", "cancel"],
-        Field(description="How a client completed an input request."),
-    ]
+    root: Literal["accept", "decline", "cancel"]
 
 
 class ToolCallRiskAssessmentKind(RootModel[Literal["judge"]]):
-    root: Annotated[
-        Literal["judge"],
-        Field(
-            description="Identifies a model judge as the source of a confirmation requirement."
-        ),
-    ]
+    root: Literal["judge"]
 
 
 class ConfirmationOptionKind(RootModel[Literal["approve", "deny"]]):
-    root: Annotated[
-        Literal["approve", "deny"],
-        Field(
-            description="Whether a confirmation option represents an approval or denial action."
-        ),
-    ]
+    root: Literal["approve", "deny"]
 
 
 class ToolCallConfirmationReason(
     RootModel[Literal["not-needed", "user-action", "setting"]]
 ):
-    root: Annotated[
-        Literal["not-needed", "user-action", "setting"],
-        Field(
-            description="How a tool call was confirmed for execution.\n\n- `NotNeeded` — No confirmation required (auto-approved)\n- `UserAction` — User explicitly approved\n- `Setting` — Approved by a persistent user setting"
-        ),
-    ]
+    root: Literal["not-needed", "user-action", "setting"]
 
 
 class ToolCallCancellationReason(
     RootModel[Literal["denied", "skipped", "result-denied"]]
 ):
-    root: Annotated[
-        Literal["denied", "skipped", "result-denied"],
-        Field(description="Why a tool call was cancelled."),
-    ]
+    root: Literal["denied", "skipped", "result-denied"]
 
 
 class ChangesetStatus(RootModel[Literal["computing", "recomputing", "ready", "error"]]):
-    root: Annotated[
-        Literal["computing", "recomputing", "ready", "error"],
-        Field(description="Computation lifecycle of a {@link ChangesetState}."),
-    ]
+    root: Literal["computing", "recomputing", "ready", "error"]
 
 
 class ChangesetOperationScope(RootModel[Literal["changeset", "resource", "range"]]):
-    root: Annotated[
-        Literal["changeset", "resource", "range"],
-        Field(description="Where a {@link ChangesetOperation} can be invoked."),
-    ]
+    root: Literal["changeset", "resource", "range"]
 
 
 class ChangesetOperationStatus(
     RootModel[Literal["idle", "running", "error", "disabled"]]
 ):
-    root: Annotated[
-        Literal["idle", "running", "error", "disabled"],
-        Field(
-            description='Execution lifecycle of a {@link ChangesetOperation}.\n\nAn operation is invoked imperatively via `invokeChangesetOperation`, but\nits progress and outcome are reflected back into changeset state so that\nevery subscriber observes a consistent view (e.g. a spinner on a "Create\nPull Request" button, or an inline error after a failed "revert").'
-        ),
-    ]
+    root: Literal["idle", "running", "error", "disabled"]
 
 
 class ResourceChangeType(RootModel[Literal["added", "updated", "deleted"]]):
-    root: Annotated[
-        Literal["added", "updated", "deleted"],
-        Field(description="Discriminant for {@link ResourceChange.type}."),
-    ]
+    root: Literal["added", "updated", "deleted"]
 
 
 class AutomationMisfirePolicy(RootModel[Literal["skip", "runOnce"]]):
-    root: Annotated[
-        Literal["skip", "runOnce"],
-        Field(
-            description="How a host handles schedule occurrences missed while automatic execution was\nunavailable."
-        ),
-    ]
+    root: Literal["skip", "runOnce"]
 
 
 class AutomationOperation(RootModel[Literal["update", "remove", "run"]]):
-    root: Annotated[
-        Literal["update", "remove", "run"],
-        Field(
-            description="Operations the host currently permits for an automation.\n\nThe list on {@link AutomationEntry.operations} is authoritative and may\nchange over time. Clients MUST NOT infer permission from capabilities alone:\ncapabilities describe what the host implementation can support, while\noperations describe what is allowed for this particular automation now."
-        ),
-    ]
+    root: Literal["update", "remove", "run"]
 
 
 class ActionOrigin(BaseModel):
@@ -1337,18 +683,13 @@ class ActionOrigin(BaseModel):
 
 class RootActiveSessionsChangedAction(BaseModel):
     type: Literal["root/activeSessionsChanged"]
-    activeSessions: Annotated[
-        int | float, Field(description="Current count of active sessions")
-    ]
+    activeSessions: int | float
 
 
 class RootConfigChangedAction(BaseModel):
     type: Literal["root/configChanged"]
-    config: Annotated[dict[str, Any], Field(description="Updated config values")]
-    replace: Annotated[
-        bool | None,
-        Field(description="When `true`, replaces all config values instead of merging"),
-    ] = None
+    config: dict[str, Any]
+    replace: bool | None = None
 
 
 class SessionReadyAction(BaseModel):
@@ -1357,479 +698,277 @@ class SessionReadyAction(BaseModel):
 
 class SessionCreationFailedAction(BaseModel):
     type: Literal["session/creationFailed"]
-    error: Annotated[ErrorInfo, Field(description="Error details")]
+    error: ErrorInfo
 
 
 class SessionChatRemovedAction(BaseModel):
     type: Literal["session/chatRemoved"]
-    chat: Annotated[URI, Field(description="The URI of the chat to remove.")]
+    chat: URI
 
 
 class SessionDefaultChatChangedAction(BaseModel):
     type: Literal["session/defaultChatChanged"]
-    defaultChat: Annotated[
-        URI | None,
-        Field(description="New default chat URI, or `undefined` to clear the hint."),
-    ] = None
+    defaultChat: URI | None = None
 
 
 class SessionChatsReorderedAction(BaseModel):
     type: Literal["session/chatsReordered"]
-    chats: Annotated[
-        list[URI], Field(description="Every chat URI in authoritative catalog order.")
-    ]
+    chats: list[URI]
 
 
 class SessionTitleChangedAction(BaseModel):
     type: Literal["session/titleChanged"]
-    title: Annotated[str, Field(description="New title")]
+    title: str
 
 
 class SessionIsReadChangedAction(BaseModel):
     type: Literal["session/isReadChanged"]
-    isRead: Annotated[bool, Field(description="Whether the session has been read")]
+    isRead: bool
 
 
 class SessionIsArchivedChangedAction(BaseModel):
     type: Literal["session/isArchivedChanged"]
-    isArchived: Annotated[bool, Field(description="Whether the session is archived")]
+    isArchived: bool
 
 
 class SessionActivityChangedAction(BaseModel):
     type: Literal["session/activityChanged"]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of current activity, or `undefined` to clear"
-        ),
-    ] = None
+    activity: str | None = None
 
 
 class SessionActiveClientRemovedAction(BaseModel):
     type: Literal["session/activeClientRemoved"]
-    clientId: Annotated[
-        str, Field(description="The `clientId` of the active client to remove.")
-    ]
+    clientId: str
 
 
 class SessionWorkingDirectorySetAction(BaseModel):
     type: Literal["session/workingDirectorySet"]
-    directory: Annotated[
-        URI,
-        Field(
-            description="The working directory to grant the session's agent tool access to."
-        ),
-    ]
+    directory: URI
 
 
 class SessionWorkingDirectoryRemovedAction(BaseModel):
     type: Literal["session/workingDirectoryRemoved"]
-    directory: Annotated[
-        URI,
-        Field(
-            description="The working directory to revoke the session's agent tool access to."
-        ),
-    ]
+    directory: URI
 
 
 class SessionWorkingDirectoryReplacedAction(BaseModel):
     type: Literal["session/workingDirectoryReplaced"]
-    directory: Annotated[
-        URI, Field(description="URI of the existing entry to replace.")
-    ]
-    replacement: Annotated[
-        URI, Field(description="URI to place in the replaced entry's position.")
-    ]
+    directory: URI
+    replacement: URI
 
 
 class SessionInputNeededRemovedAction(BaseModel):
     type: Literal["session/inputNeededRemoved"]
-    id: Annotated[str, Field(description="The `id` of the input request to remove.")]
+    id: str
 
 
 class SessionCustomizationRemovedAction(BaseModel):
     type: Literal["session/customizationRemoved"]
-    id: Annotated[str, Field(description="The id of the customization to remove.")]
+    id: str
 
 
 class SessionMcpServerStartRequestedAction(BaseModel):
     type: Literal["session/mcpServerStartRequested"]
-    id: Annotated[
-        str, Field(description="The id of the {@link McpServerCustomization} to start.")
-    ]
+    id: str
 
 
 class SessionMcpServerBackgroundRequestedAction(BaseModel):
     type: Literal["session/mcpServerBackgroundRequested"]
-    id: Annotated[
-        str,
-        Field(
-            description="The id of the {@link McpServerCustomization} to background."
-        ),
-    ]
+    id: str
 
 
 class SessionMcpServerStopRequestedAction(BaseModel):
     type: Literal["session/mcpServerStopRequested"]
-    id: Annotated[
-        str, Field(description="The id of the {@link McpServerCustomization} to stop.")
-    ]
+    id: str
 
 
 class SessionConfigChangedAction(BaseModel):
     type: Literal["session/configChanged"]
-    config: Annotated[dict[str, Any], Field(description="Updated config values")]
-    replace: Annotated[
-        bool | None,
-        Field(description="When `true`, replaces all config values instead of merging"),
-    ] = None
+    config: dict[str, Any]
+    replace: bool | None = None
 
 
 class SessionMetaChangedAction(BaseModel):
     type: Literal["session/metaChanged"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta", description="New `_meta` payload, or `undefined` to clear it"
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ToolCallActionBase(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatDeltaAction(BaseModel):
     type: Literal["chat/delta"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    partId: Annotated[
-        str, Field(description="Identifier of the response part to append to")
-    ]
-    content: Annotated[str, Field(description="Text chunk")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    partId: str
+    content: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatToolCallStartAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallStart"]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(
-            description="Reference to the contributor of the tool being called. Absent for\nserver-side tools that are not contributed by a client or MCP server."
-        ),
-    ] = None
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
 
 
 class ChatToolCallDeltaAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallDelta"]
-    content: Annotated[
-        str | None,
-        Field(
-            description="Partial parameter content to append, if provided by the host."
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown | None, Field(description="Updated progress message")
-    ] = None
+    content: str | None = None
+    invocationMessage: StringOrMarkdown | None = None
 
 
 class ChatToolCallApprovedAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallConfirmed"]
-    approved: Annotated[Any, Field(description="The tool call was approved")]
-    confirmed: Annotated[
-        ToolCallConfirmationReason, Field(description="How the tool was confirmed")
-    ]
-    editedToolInput: Annotated[
-        str | None,
-        Field(
-            description="Edited tool input parameters, if the client modified them before confirming.\n\nFor inline `toolInput`, the reducer replaces the state value directly.\nFor referenced input, the host MUST replace the resource contents before\nechoing the accepted action."
-        ),
-    ] = None
-    selectedOptionId: Annotated[
-        str | None,
-        Field(
-            description="ID of the selected confirmation option, if the server provided options"
-        ),
-    ] = None
+    approved: Any
+    confirmed: ToolCallConfirmationReason
+    editedToolInput: str | None = None
+    selectedOptionId: str | None = None
 
 
 class ChatToolCallResultConfirmedAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallResultConfirmed"]
-    approved: Annotated[bool, Field(description="Whether the result was approved")]
+    approved: bool
 
 
 class ChatToolCallAuthResolvedAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallAuthResolved"]
 
 
 class ChatTurnCompleteAction(BaseModel):
     type: Literal["chat/turnComplete"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    duration: Annotated[
-        int | float,
-        Field(
-            description="Elapsed turn duration in milliseconds, measured by the producer's own\nclock. Clients MUST NOT derive this by subtracting timestamps — cross-\nclient clocks may differ — and MUST treat it as opaque, producer-supplied\ndata."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    duration: int | float
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatTurnCancelledAction(BaseModel):
     type: Literal["chat/turnCancelled"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    duration: Annotated[
-        int | float,
-        Field(
-            description="Elapsed turn duration in milliseconds, measured by the producer's own\nclock. Clients MUST NOT derive this by subtracting timestamps — cross-\nclient clocks may differ — and MUST treat it as opaque, producer-supplied\ndata."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    duration: int | float
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatErrorAction(BaseModel):
     type: Literal["chat/error"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    duration: Annotated[
-        int | float,
-        Field(
-            description="Elapsed turn duration in milliseconds, measured by the producer's own\nclock. Clients MUST NOT derive this by subtracting timestamps — cross-\nclient clocks may differ — and MUST treat it as opaque, producer-supplied\ndata."
-        ),
-    ]
-    part: Annotated[
-        ErrorResponsePart,
-        Field(
-            description="Error part to append to the response stream before finalizing the turn.\nIts optional `resumable` flag indicates whether the turn can be resumed."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    duration: int | float
+    part: ErrorResponsePart
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatTurnResumeAction(BaseModel):
     type: Literal["chat/turnResume"]
-    turnId: Annotated[str, Field(description="Identifier of the errored turn.")]
+    turnId: str
 
 
 class ChatActivityChangedAction(BaseModel):
     type: Literal["chat/activityChanged"]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of current activity; omit or set `undefined` to clear"
-        ),
-    ] = None
+    activity: str | None = None
 
 
 class ChatBackgroundWorkRemovedAction(BaseModel):
     type: Literal["chat/backgroundWorkRemoved"]
-    id: Annotated[
-        str,
-        Field(
-            description="The {@link BackgroundWorkBase.id | id} of the entry to remove."
-        ),
-    ]
+    id: str
 
 
 class ChatMovableChangedAction(BaseModel):
     type: Literal["chat/movableChanged"]
-    movable: Annotated[
-        bool,
-        Field(description="Whether this chat is structurally eligible to be moved."),
-    ]
+    movable: bool
 
 
 class ChatWorkingDirectorySetAction(BaseModel):
     type: Literal["chat/workingDirectorySet"]
-    directory: Annotated[
-        URI, Field(description="The working directory to add to this chat's subset.")
-    ]
+    directory: URI
 
 
 class ChatWorkingDirectoryRemovedAction(BaseModel):
     type: Literal["chat/workingDirectoryRemoved"]
-    directory: Annotated[
-        URI,
-        Field(description="The working directory to remove from this chat's subset."),
-    ]
+    directory: URI
 
 
 class ChatUsageAction(BaseModel):
     type: Literal["chat/usage"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    usage: Annotated[UsageInfo, Field(description="Token usage data")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    usage: UsageInfo
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatReasoningAction(BaseModel):
     type: Literal["chat/reasoning"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    partId: Annotated[
-        str, Field(description="Identifier of the reasoning response part to append to")
-    ]
-    content: Annotated[str, Field(description="Reasoning text chunk")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    partId: str
+    content: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatTruncatedAction(BaseModel):
     type: Literal["chat/truncated"]
-    turnId: Annotated[
-        str | None,
-        Field(
-            description="Keep turns up to and including this turn. Omit to clear all turns."
-        ),
-    ] = None
+    turnId: str | None = None
 
 
 class ChatQueuedMessagesReorderedAction(BaseModel):
     type: Literal["chat/queuedMessagesReordered"]
-    order: Annotated[
-        list[str], Field(description="Queued message IDs in the desired order")
-    ]
+    order: list[str]
 
 
 class ChatIsReadChangedAction(BaseModel):
     type: Literal["chat/isReadChanged"]
-    isRead: Annotated[bool, Field(description="Whether the chat has been read")]
+    isRead: bool
 
 
 class ChatIsArchivedChangedAction(BaseModel):
     type: Literal["chat/isArchivedChanged"]
-    isArchived: Annotated[bool, Field(description="Whether the chat is archived")]
+    isArchived: bool
 
 
 class TerminalDataAction(BaseModel):
     type: Literal["terminal/data"]
-    data: Annotated[
-        str, Field(description="Output data (may contain ANSI escape sequences)")
-    ]
+    data: str
 
 
 class TerminalInputAction(BaseModel):
     type: Literal["terminal/input"]
-    data: Annotated[str, Field(description="Input data to send to the pty")]
+    data: str
 
 
 class TerminalResizedAction(BaseModel):
     type: Literal["terminal/resized"]
-    cols: Annotated[int | float, Field(description="Terminal width in columns")]
-    rows: Annotated[int | float, Field(description="Terminal height in rows")]
+    cols: int | float
+    rows: int | float
 
 
 class TerminalTitleChangedAction(BaseModel):
     type: Literal["terminal/titleChanged"]
-    title: Annotated[str, Field(description="New terminal title")]
+    title: str
 
 
 class TerminalCwdChangedAction(BaseModel):
     type: Literal["terminal/cwdChanged"]
-    cwd: Annotated[URI, Field(description="New working directory")]
+    cwd: URI
 
 
 class TerminalExitedAction(BaseModel):
     type: Literal["terminal/exited"]
-    exitCode: Annotated[
-        int | float | None,
-        Field(
-            description="Process exit code. `undefined` if the process was killed without an exit code."
-        ),
-    ] = None
+    exitCode: int | float | None = None
 
 
 class TerminalClearedAction(BaseModel):
@@ -1842,96 +981,40 @@ class TerminalCommandDetectionAvailableAction(BaseModel):
 
 class TerminalCommandExecutedAction(BaseModel):
     type: Literal["terminal/commandExecuted"]
-    commandId: Annotated[
-        str,
-        Field(
-            description="Stable identifier for this command, scoped to the terminal URI.\nAllows correlating `commandExecuted` → `commandFinished` pairs."
-        ),
-    ]
-    commandLine: Annotated[
-        str, Field(description="The command line text that was submitted")
-    ]
-    timestamp: Annotated[
-        int | float,
-        Field(
-            description="Unix timestamp (ms) of when the command started executing, as measured\non the server."
-        ),
-    ]
+    commandId: str
+    commandLine: str
+    timestamp: int | float
 
 
 class TerminalCommandFinishedAction(BaseModel):
     type: Literal["terminal/commandFinished"]
-    commandId: Annotated[
-        str,
-        Field(
-            description="Matches the `commandId` from the corresponding `commandExecuted`"
-        ),
-    ]
-    exitCode: Annotated[
-        int | float | None,
-        Field(
-            description="Shell exit code. `undefined` if the shell did not report one."
-        ),
-    ] = None
-    durationMs: Annotated[
-        int | float | None,
-        Field(
-            description="Wall-clock duration of the command in milliseconds, as measured by the\nshell integration script on the server side."
-        ),
-    ] = None
+    commandId: str
+    exitCode: int | float | None = None
+    durationMs: int | float | None = None
 
 
 class ChangesetStatusChangedAction(BaseModel):
     type: Literal["changeset/statusChanged"]
-    status: Annotated[
-        ChangesetStatus, Field(description="New computation lifecycle status.")
-    ]
-    error: Annotated[
-        ErrorInfo | None,
-        Field(
-            description="Cause when `status === ChangesetStatus.Error`; otherwise omitted."
-        ),
-    ] = None
+    status: ChangesetStatus
+    error: ErrorInfo | None = None
 
 
 class ChangesetFileRemovedAction(BaseModel):
     type: Literal["changeset/fileRemoved"]
-    fileId: Annotated[
-        str, Field(description="The {@link ChangesetFile.id} of the file to remove.")
-    ]
+    fileId: str
 
 
 class ChangesetFilesReviewChangedAction(BaseModel):
     type: Literal["changeset/filesReviewChanged"]
-    files: Annotated[
-        list[str],
-        Field(
-            description="The {@link ChangesetFile.id | ids} of the files whose review state changed."
-        ),
-    ]
-    reviewed: Annotated[
-        bool,
-        Field(
-            description="New review state applied to every listed file: `true` once reviewed, `false` to clear it."
-        ),
-    ]
+    files: list[str]
+    reviewed: bool
 
 
 class ChangesetOperationStatusChangedAction(BaseModel):
     type: Literal["changeset/operationStatusChanged"]
-    operationId: Annotated[
-        str,
-        Field(description="The {@link ChangesetOperation.id} whose status changed."),
-    ]
-    status: Annotated[
-        ChangesetOperationStatus, Field(description="New execution status.")
-    ]
-    error: Annotated[
-        ErrorInfo | None,
-        Field(
-            description="Cause when `status === ChangesetOperationStatus.Error`; otherwise omitted."
-        ),
-    ] = None
+    operationId: str
+    status: ChangesetOperationStatus
+    error: ErrorInfo | None = None
 
 
 class ChangesetClearedAction(BaseModel):
@@ -1940,62 +1023,38 @@ class ChangesetClearedAction(BaseModel):
 
 class AnnotationsRemovedAction(BaseModel):
     type: Literal["annotations/removed"]
-    annotationId: Annotated[
-        str, Field(description="The {@link Annotation.id} of the annotation to remove.")
-    ]
+    annotationId: str
 
 
 class AnnotationsEntryRemovedAction(BaseModel):
     type: Literal["annotations/entryRemoved"]
-    annotationId: Annotated[
-        str, Field(description="The {@link Annotation.id} the entry belongs to.")
-    ]
-    entryId: Annotated[
-        str, Field(description="The {@link AnnotationEntry.id} to remove.")
-    ]
+    annotationId: str
+    entryId: str
 
 
 class AutomationRemovedAction(BaseModel):
     type: Literal["automation/removed"]
-    resource: Annotated[
-        URI, Field(description="{@link AutomationEntry.resource} to remove.")
-    ]
+    resource: URI
 
 
 class AutomationRunLifecycleChangedAction(BaseModel):
     type: Literal["automationRun/lifecycleChanged"]
-    lifecycle: Annotated[
-        AutomationRunLifecycle,
-        Field(description="Complete replacement {@link AutomationRunState.lifecycle}."),
-    ]
+    lifecycle: AutomationRunLifecycle
 
 
 class AutomationRunSessionSetAction(BaseModel):
     type: Literal["automationRun/sessionSet"]
-    session: Annotated[
-        URI,
-        Field(
-            description="Session URI to append to {@link AutomationRunState.sessions} when not already linked."
-        ),
-    ]
+    session: URI
 
 
 class AutomationRunSessionRemovedAction(BaseModel):
     type: Literal["automationRun/sessionRemoved"]
-    session: Annotated[
-        URI,
-        Field(description="Entry in {@link AutomationRunState.sessions} to remove."),
-    ]
+    session: URI
 
 
 class AutomationRunPrimarySessionChangedAction(BaseModel):
     type: Literal["automationRun/primarySessionChanged"]
-    primarySession: Annotated[
-        URI | None,
-        Field(
-            description="New {@link AutomationRunState.primarySession}, or omitted to clear the selection."
-        ),
-    ] = None
+    primarySession: URI | None = None
 
 
 class AutomationRunCancelRequestedAction(BaseModel):
@@ -2003,70 +1062,31 @@ class AutomationRunCancelRequestedAction(BaseModel):
 
 
 class PendingMessageKind(RootModel[Literal["steering", "queued"]]):
-    root: Annotated[
-        Literal["steering", "queued"],
-        Field(description="Discriminant for pending message kinds."),
-    ]
+    root: Literal["steering", "queued"]
 
 
 class BaseParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this command targets.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class PaginatedParams(BaseModel):
-    limit: Annotated[
-        int | float | None,
-        Field(
-            description="Maximum number of entries to return in this page. The server SHOULD respect\nthis bound but MAY return fewer entries and MAY impose its own upper cap.\nOmit to let the server choose the page size."
-        ),
-    ] = None
-    cursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque pagination cursor from a previous {@link PaginatedResult.nextCursor}.\nOmit to fetch the first page. Cursors are server-defined and MUST be treated\nas opaque — do not parse, modify, or persist them across connections. An\nunrecognised cursor SHOULD be rejected with an `InvalidParams` error."
-        ),
-    ] = None
+    limit: int | float | None = None
+    cursor: str | None = None
 
 
 class PaginatedResult(BaseModel):
-    nextCursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque cursor for the next page. Present when more entries exist beyond the\nreturned page; absent signals the end of the collection. Pass it back as\n{@link PaginatedParams.cursor} to fetch the following page."
-        ),
-    ] = None
+    nextCursor: str | None = None
 
 
 class Implementation(BaseModel):
-    name: Annotated[
-        str,
-        Field(description="Implementation name, e.g. a product or package identifier."),
-    ]
-    version: Annotated[
-        str | None,
-        Field(
-            description="Implementation version. A [SemVer](https://semver.org) string is\nrecommended but not required."
-        ),
-    ] = None
-    title: Annotated[
-        str | None, Field(description="Optional human-readable display name.")
-    ] = None
+    name: str
+    version: str | None = None
+    title: str | None = None
 
 
 class ClientCapabilities(BaseModel):
-    mcpApps: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Client can render\n[MCP Apps](https://github.com/modelcontextprotocol/ext-apps) — i.e.\nit can host the View sandbox, run the `ui/*` protocol against it,\nand forward `mcp://`-channel traffic on the App's behalf.\n\nHosts SHOULD only populate\n{@link McpServerCustomization.mcpApp | `McpServerCustomization.mcpApp`}\n(and expose the corresponding\n{@link McpServerCustomization.channel | `mcp://` channel}) when this\ncapability is declared. Clients that omit it MUST treat\nApp-bearing tool calls as ordinary MCP tool calls."
-        ),
-    ] = None
+    mcpApps: dict[str, Any] | None = None
 
 
 class AutomationCustomizationsCapability(BaseModel):
@@ -2078,12 +1098,7 @@ class AutomationCreateCapability(BaseModel):
 
 
 class AutomationScheduleCapabilities(BaseModel):
-    minIntervalMinutes: Annotated[
-        int | float | None,
-        Field(
-            description="Smallest permitted interval between consecutive occurrences produced by\n{@link AutomationSchedule.expression}. Omission means no restriction beyond\nthe cron format's one-minute resolution."
-        ),
-    ] = None
+    minIntervalMinutes: int | float | None = None
 
 
 class AutomationRunCancellationCapability(BaseModel):
@@ -2092,25 +1107,12 @@ class AutomationRunCancellationCapability(BaseModel):
 
 class PingParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChannelDeliveryResumeParams(BaseModel):
     channel: URI
-    lastAppliedServerSeq: Annotated[
-        int | None,
-        Field(
-            description="Last serverSeq safely applied to this channel's retained state, not merely\nreceived, parsed, or queued. Replay starts after this checkpoint; discard\npartial frames and unapplied delivery messages before reconnecting.\nRequired for action replay. Omit for snapshot or live-edge recovery.",
-            ge=0,
-            le=9007199254740991,
-        ),
-    ] = None
+    lastAppliedServerSeq: Annotated[int | None, Field(ge=0, le=9007199254740991)] = None
 
 
 class ChannelDeliveryResumeOptions(BaseModel):
@@ -2122,25 +1124,15 @@ class SubscriptionFlowControlOptions(BaseModel):
 
 
 class SubscribeView(BaseModel):
-    turns: Annotated[
-        int | float | None,
-        Field(
-            description="Advisory number of most-recent completed turns to expose in a chat\nsnapshot.\n\nServers MAY return more or fewer turns than requested. When omitted, the\nhost MUST return all retained turns. When older turns remain available, the\nreturned {@link ChatState} carries `turnsNextCursor`; clients pass that\ncursor to `fetchTurns` to ask the host to page more turns into the chat\nstate."
-        ),
-    ] = None
+    turns: int | float | None = None
 
 
 class SubscriptionDeliveryOptions(BaseModel):
-    maxLatencyMs: Annotated[
-        int | float | None,
-        Field(
-            description="Maximum time, in milliseconds, that the server may intentionally delay\ndelivery while buffering/coalescing updates for this subscription.\n\nA value of `0` requests immediate delivery with no intentional coalescing."
-        ),
-    ] = None
+    maxLatencyMs: int | float | None = None
 
 
 class UnsubscribeParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI to unsubscribe from")]
+    channel: URI
 
 
 class ResourceWriteResult(BaseModel):
@@ -2149,48 +1141,25 @@ class ResourceWriteResult(BaseModel):
 
 class ResourceListParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="Directory URI on the server filesystem")]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
 
 
 class DirectoryEntry(BaseModel):
-    name: Annotated[str, Field(description="Base name of the entry")]
-    type: Annotated[
-        Literal["file", "directory"],
-        Field(description="Whether the entry is a file or directory"),
-    ]
+    name: str
+    type: Literal["file", "directory"]
 
 
 class ResourceListResult(BaseModel):
-    entries: Annotated[
-        list[DirectoryEntry],
-        Field(description="Entries directly contained in the requested directory"),
-    ]
+    entries: list[DirectoryEntry]
 
 
 class ResourceCopyParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    source: Annotated[URI, Field(description="Source URI to copy from")]
-    destination: Annotated[URI, Field(description="Destination URI to copy to")]
-    failIfExists: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the server MUST fail if the destination already exists instead\nof overwriting it."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    source: URI
+    destination: URI
+    failIfExists: bool | None = None
 
 
 class ResourceCopyResult(BaseModel):
@@ -2199,20 +1168,9 @@ class ResourceCopyResult(BaseModel):
 
 class ResourceDeleteParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="URI of the resource to delete")]
-    recursive: Annotated[
-        bool | None,
-        Field(
-            description="If `true` and the target is a directory, delete it and all its contents\nrecursively. If `false` (default), deleting a non-empty directory MUST fail."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    recursive: bool | None = None
 
 
 class ResourceDeleteResult(BaseModel):
@@ -2221,27 +1179,10 @@ class ResourceDeleteResult(BaseModel):
 
 class ResourceRequestParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[
-        URI,
-        Field(
-            description="Resource URI being requested. Typically a `file:` URI on the receiver's\nfilesystem, but any URI scheme that the receiver mediates access to is\nallowed."
-        ),
-    ]
-    read: Annotated[
-        bool | None,
-        Field(description="Whether the caller needs read access to the resource."),
-    ] = None
-    write: Annotated[
-        bool | None,
-        Field(description="Whether the caller needs write access to the resource."),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    read: bool | None = None
+    write: bool | None = None
 
 
 class ResourceRequestResult(BaseModel):
@@ -2250,21 +1191,10 @@ class ResourceRequestResult(BaseModel):
 
 class ResourceMoveParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    source: Annotated[URI, Field(description="Source URI to move from")]
-    destination: Annotated[URI, Field(description="Destination URI to move to")]
-    failIfExists: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the server MUST fail if the destination already exists instead\nof overwriting it."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    source: URI
+    destination: URI
+    failIfExists: bool | None = None
 
 
 class ResourceMoveResult(BaseModel):
@@ -2273,34 +1203,15 @@ class ResourceMoveResult(BaseModel):
 
 class ResourceResolveParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="URI to resolve")]
-    followSymlinks: Annotated[
-        bool | None,
-        Field(
-            description="When `true` (default), follow symlinks and report the metadata of the\nlink target — and set `uri` in the result to the canonical (realpath)\nURI. When `false`, stat the link itself (lstat semantics) and report\n`type: 'symlink'`."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    followSymlinks: bool | None = None
 
 
 class ResourceMkdirParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[
-        URI, Field(description="Directory URI to create (parents created as needed).")
-    ]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
 
 
 class ResourceMkdirResult(BaseModel):
@@ -2309,38 +1220,11 @@ class ResourceMkdirResult(BaseModel):
 
 class AuthenticateParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    resource: Annotated[
-        str,
-        Field(
-            description="The protected resource identifier. MUST match a `resource` value the\nserver has advertised — via `ProtectedResourceMetadata` in\n`AgentInfo.protectedResources`, or via a live\n`McpServerAuthRequiredState.resource` / `ToolCallAuthRequiredState.auth.resource`."
-        ),
-    ]
-    token: Annotated[
-        str,
-        Field(
-            description="Bearer token obtained from the resource's authorization server"
-        ),
-    ]
-    expiresIn: Annotated[
-        int | None,
-        Field(
-            description="The access token's remaining lifetime, in seconds, when this\n`authenticate` request is sent. This corresponds to `expires_in` in an\nOAuth 2.0 token response (RFC 6749 section 5.1).\n\nIf the client retained the original token response, it MUST subtract the\nelapsed time before forwarding this value. Omit this field when the\nauthorization server did not supply an expiry or the expiry is otherwise\nunknown. When supplied, the value MUST be a positive integer.\n\nThis field is irrelevant when `token` is empty to revoke authentication\nand SHOULD be omitted in that case.",
-            ge=1,
-        ),
-    ] = None
-    scopes: Annotated[
-        list[str] | None,
-        Field(
-            description="OAuth scopes the token grants, when known. Lets the server determine\nwhether a specific challenge — e.g. the `requiredScopes` on a live\n`McpServerAuthRequiredState` or `ToolCallAuthRequiredState.auth` — is\nsatisfied without decoding the (opaque, server-specific) token itself.\nOmit when the client doesn't track granted scopes separately from the\ntoken."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    resource: str
+    token: str
+    expiresIn: Annotated[int | None, Field(ge=1)] = None
+    scopes: list[str] | None = None
 
 
 class AuthenticateResult(BaseModel):
@@ -2349,116 +1233,48 @@ class AuthenticateResult(BaseModel):
 
 class ListSessionsParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    limit: Annotated[
-        int | float | None,
-        Field(
-            description="Maximum number of entries to return in this page. The server SHOULD respect\nthis bound but MAY return fewer entries and MAY impose its own upper cap.\nOmit to let the server choose the page size."
-        ),
-    ] = None
-    cursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque pagination cursor from a previous {@link PaginatedResult.nextCursor}.\nOmit to fetch the first page. Cursors are server-defined and MUST be treated\nas opaque — do not parse, modify, or persist them across connections. An\nunrecognised cursor SHOULD be rejected with an `InvalidParams` error."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    limit: int | float | None = None
+    cursor: str | None = None
 
 
 class ResolveSessionConfigParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    workingDirectory: Annotated[
-        URI | None, Field(description="Working directory for the session")
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(description="Current user-filled configuration values"),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectory: URI | None = None
+    config: dict[str, Any] | None = None
 
 
 class SessionConfigValueItem(BaseModel):
-    value: Annotated[str, Field(description="The value to store in config")]
-    label: Annotated[str, Field(description="Human-readable display label")]
-    description: Annotated[
-        str | None, Field(description="Optional secondary description")
-    ] = None
+    value: str
+    label: str
+    description: str | None = None
 
 
 class SessionConfigCompletionsParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    workingDirectory: Annotated[
-        URI | None, Field(description="Working directory for the session")
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Current user-filled configuration values (provides context for the query)"
-        ),
-    ] = None
-    property: Annotated[
-        str, Field(description="Property id from the schema to query values for")
-    ]
-    query: Annotated[
-        str | None,
-        Field(
-            description="Search filter text (empty or omitted returns default/recent values)"
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectory: URI | None = None
+    config: dict[str, Any] | None = None
+    property: str
+    query: str | None = None
 
 
 class SessionConfigCompletionsResult(BaseModel):
-    items: Annotated[
-        list[SessionConfigValueItem], Field(description="Matching value items")
-    ]
+    items: list[SessionConfigValueItem]
 
 
 class DisposeSessionParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this command targets.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class FetchTurnsParams(BaseModel):
-    channel: Annotated[URI, Field(description="Chat URI")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    cursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque cursor from `ChatState.turnsNextCursor`.\n\nThe host MUST reject unrecognised cursors with `InvalidParams`. Omit only\nwhen asking the host to opportunistically load its next older page for the\nchat, if any."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    cursor: str | None = None
 
 
 class FetchTurnsResult(BaseModel):
@@ -2466,200 +1282,79 @@ class FetchTurnsResult(BaseModel):
 
 
 class ForkChatSource(BaseModel):
-    kind: Annotated[Literal["fork"], Field(description="Discriminant")]
-    chat: Annotated[URI, Field(description="URI of the existing source chat.")]
-    turnId: Annotated[
-        str,
-        Field(
-            description="Completed turn identifier in the source chat.\n\nContent through this turn is copied into the new chat's visible `turns`."
-        ),
-    ]
+    kind: Literal["fork"]
+    chat: URI
+    turnId: str
 
 
 class SideChatSource(BaseModel):
-    kind: Annotated[Literal["sideChat"], Field(description="Discriminant")]
-    chat: Annotated[URI, Field(description="URI of the existing source chat.")]
-    turnId: Annotated[
-        str,
-        Field(
-            description="Stable source-turn identifier in the source chat.\n\nHosts resolve this id against the source chat's current `activeTurn` or its\nretained `turns` when accepting `createChat`. If it names the current\nactive turn, the host snapshots the source chat's retained history plus\nthat turn's current user message and any partial assistant response already\navailable. Once that turn later becomes historical, it is still referenced\nby this same identifier."
-        ),
-    ]
-    selection: Annotated[
-        SideChatSelection | None,
-        Field(
-            description="Optional immutable selected-text snapshot to carry into the created side\nchat's origin.\n\nWhen present, the host MUST snapshot and preserve this exact selection when\nit accepts `createChat`; later source-turn deltas do not alter it."
-        ),
-    ] = None
+    kind: Literal["sideChat"]
+    chat: URI
+    turnId: str
+    selection: SideChatSelection | None = None
 
 
 class ChatMoveToSessionDestination(BaseModel):
-    kind: Annotated[Literal["session"], Field(description="Discriminant")]
-    session: Annotated[URI, Field(description="Destination session URI.")]
-    after: Annotated[
-        URI | None,
-        Field(
-            description="Chat after which to place the requested chat.\n\nThe anchor MUST be a different chat in the destination session. When\nomitted, the requested chat is placed at the beginning of the catalog."
-        ),
-    ] = None
+    kind: Literal["session"]
+    session: URI
+    after: URI | None = None
 
 
 class ChatMoveToNewSessionDestination(BaseModel):
-    kind: Annotated[Literal["newSession"], Field(description="Discriminant")]
+    kind: Literal["newSession"]
 
 
 class MoveChatResult(BaseModel):
-    session: Annotated[
-        URI, Field(description="Authoritative owning session URI after the move.")
-    ]
+    session: URI
 
 
 class DisposeChatParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this command targets.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class DisposeTerminalParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this command targets.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class CreateResourceWatchParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="URI to watch.")]
-    recursive: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the receiver MUST report changes for descendants of `uri`.\nIf `false` (default), only changes to `uri` itself — and, when `uri`\nis a directory, its direct children — are reported."
-        ),
-    ] = None
-    excludes: Annotated[
-        Excludes | None,
-        Field(
-            description="Glob patterns or paths relative to `uri` to exclude from reporting.\nWrapped in `{ items }` for forward compatibility."
-        ),
-    ] = None
-    includes: Annotated[
-        Includes | None,
-        Field(
-            description="Glob patterns or paths relative to `uri` to restrict reporting to.\nOmit to report every change under `uri` subject to `excludes`.\nWrapped in `{ items }` for forward compatibility."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    recursive: bool | None = None
+    excludes: Excludes | None = None
+    includes: Includes | None = None
 
 
 class CreateResourceWatchResult(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Receiver-assigned watch channel URI (`ahp-resource-watch:/<id>`). The\ncaller subscribes to this URI to start receiving change events and\nunsubscribes to release the watcher."
-        ),
-    ]
+    channel: URI
 
 
 class ListAutomationTriggerDefinitionsParams(BaseModel):
-    channel: Annotated[
-        Literal["ahp-root://"],
-        Field(description="Trigger definitions are discovered from the root channel."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[
-        str | None,
-        Field(
-            description="Prospective provider id matching {@link AgentInfo.provider}, or omitted for the host default."
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="Prospective {@link AutomationSessionTemplate.workingDirectories}."
-        ),
-    ] = None
-    sessionConfig: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Prospective resolved {@link AutomationSessionTemplate.config}."
-        ),
-    ] = None
+    channel: Literal["ahp-root://"]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectories: list[URI] | None = None
+    sessionConfig: dict[str, Any] | None = None
 
 
 class RunAutomationParams(BaseModel):
-    channel: Annotated[
-        Literal["ahp-automations://"],
-        Field(description="Manual runs are scoped to the catalogue channel."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    automation: Annotated[
-        URI, Field(description="Target {@link AutomationEntry.resource}.")
-    ]
-    requestId: Annotated[
-        str,
-        Field(
-            description="Durable client-generated idempotency key. Retrying with the same key and\nautomation MUST return the original run URI rather than create another\nrun."
-        ),
-    ]
+    channel: Literal["ahp-automations://"]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    automation: URI
+    requestId: str
 
 
 class RunAutomationResult(BaseModel):
-    resource: Annotated[
-        URI,
-        Field(
-            description="Subscribable `ahp-automation-run:` URI matching {@link AutomationRunState.resource}."
-        ),
-    ]
+    resource: URI
 
 
 class FetchAutomationRunsParams(BaseModel):
-    channel: Annotated[
-        Literal["ahp-automations://"],
-        Field(description="Run-history loading is scoped to the catalogue channel."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    automation: Annotated[
-        URI, Field(description="Target {@link AutomationEntry.resource}.")
-    ]
-    cursor: Annotated[
-        str | None,
-        Field(
-            description="Cursor previously received as {@link AutomationEntry.runsNextCursor}.\nOmit to request the first page not already included by the snapshot."
-        ),
-    ] = None
+    channel: Literal["ahp-automations://"]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    automation: URI
+    cursor: str | None = None
 
 
 class FetchAutomationRunsResult(BaseModel):
@@ -2667,42 +1362,20 @@ class FetchAutomationRunsResult(BaseModel):
 
 
 class CreateTcpConnectionParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Client-chosen private connection URI, e.g. ahp-tcp:/<uuid>."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    host: Annotated[
-        str,
-        Field(
-            description="DNS name or IP literal, resolved on the host's network. Not a URL."
-        ),
-    ]
-    port: Annotated[int, Field(description="Destination port.", ge=1, le=65535)]
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    host: str
+    port: Annotated[int, Field(ge=1, le=65535)]
 
 
 class ChatSource(RootModel[ForkChatSource | SideChatSource]):
-    root: Annotated[
-        ForkChatSource | SideChatSource,
-        Field(description="Identifies a source chat for a new chat."),
-    ]
+    root: ForkChatSource | SideChatSource
 
 
 class ChatMoveDestination(
     RootModel[ChatMoveToSessionDestination | ChatMoveToNewSessionDestination]
 ):
-    root: Annotated[
-        ChatMoveToSessionDestination | ChatMoveToNewSessionDestination,
-        Field(description="Identifies the destination of an atomic chat move."),
-    ]
+    root: ChatMoveToSessionDestination | ChatMoveToNewSessionDestination
 
 
 class ChangesetOperationTarget1(BaseModel):
@@ -2721,55 +1394,29 @@ class ChangesetOperationTarget2(BaseModel):
 class ChangesetOperationTarget(
     RootModel[ChangesetOperationTarget1 | ChangesetOperationTarget2]
 ):
-    root: Annotated[
-        ChangesetOperationTarget1 | ChangesetOperationTarget2,
-        Field(
-            description="Identifies the file or range a {@link ChangesetOperation} should act on.\n\nThe `kind` MUST match one of the operation's declared\n{@link ChangesetOperation.scopes}."
-        ),
-    ]
+    root: ChangesetOperationTarget1 | ChangesetOperationTarget2
 
 
 class ContentEncoding(RootModel[Literal["base64", "utf-8"]]):
-    root: Annotated[
-        Literal["base64", "utf-8"],
-        Field(description="Encoding of fetched content data."),
-    ]
+    root: Literal["base64", "utf-8"]
 
 
 class ResourceWriteMode(RootModel[Literal["truncate", "append", "insert"]]):
-    root: Annotated[
-        Literal["truncate", "append", "insert"],
-        Field(
-            description="How {@link ResourceWriteParams.data} is placed within the target file.\n\nEach mode interprets {@link ResourceWriteParams.position} differently:\n\n- `truncate` (default): rooted at the **start** of the file. The file is\n  truncated at `position` (0 by default) and `data` is written from that\n  offset, so the resulting file is `existing[0..position] + data`. With\n  `position` omitted this is a full overwrite.\n- `append`: rooted at the **end** of the file. `position` counts bytes\n  backwards from EOF, so `position: 0` (the default) writes at EOF —\n  POSIX append — and `position: 5` inserts `data` 5 bytes before the\n  current EOF, shifting those trailing 5 bytes after the inserted region.\n  The server MUST evaluate the effective EOF and write atomically with\n  respect to other appenders so concurrent `append` writes do not\n  clobber each other.\n- `insert`: rooted at the **start** of the file. `position` (0 by default)\n  is the byte offset at which `data` is spliced in; bytes at or after\n  `position` are shifted right by `data.length`. `insert` always grows\n  the file — use `truncate` to overwrite bytes in place."
-        ),
-    ]
+    root: Literal["truncate", "append", "insert"]
 
 
 class ResourceType(RootModel[Literal["file", "directory", "symlink"]]):
-    root: Annotated[
-        Literal["file", "directory", "symlink"],
-        Field(description="Discriminant for {@link ResourceResolveResult.type}."),
-    ]
+    root: Literal["file", "directory", "symlink"]
 
 
 class CompletionItemKind(RootModel[Literal["userMessage"]]):
-    root: Annotated[
-        Literal["userMessage"],
-        Field(description="The kind of completion items being requested."),
-    ]
+    root: Literal["userMessage"]
 
 
 class ChannelFrameParams(BaseModel):
     channel: URI
-    data: Annotated[
-        str, Field(description="Nonempty serialized-JSON fragment.", min_length=1)
-    ]
-    final: Annotated[
-        bool | None,
-        Field(
-            description="True completes this logical message; absence/false means more fragments follow."
-        ),
-    ] = None
+    data: Annotated[str, Field(min_length=1)]
+    final: bool | None = None
 
 
 class ChannelCreditParams(BaseModel):
@@ -2786,102 +1433,36 @@ class ChannelResetParams(BaseModel):
 
 
 class SessionRemovedParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (the root channel)"
-        ),
-    ]
-    session: Annotated[URI, Field(description="URI of the removed session")]
+    channel: URI
+    session: URI
 
 
 class ProgressParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (the root channel)."
-        ),
-    ]
-    progressToken: Annotated[
-        str,
-        Field(
-            description="Echoes the `progressToken` the client supplied on the originating request\n(e.g. the `progressToken` field of `createSession`), correlating this frame\nto that call. Unique across the client's active requests."
-        ),
-    ]
-    progress: Annotated[
-        int | float,
-        Field(
-            description="Progress so far, in operation-defined units (e.g. bytes received).\nMonotonically non-decreasing for a given `progressToken`."
-        ),
-    ]
-    total: Annotated[
-        int | float | None,
-        Field(
-            description="Total when known up front (e.g. from a `Content-Length`); omitted ⇒\nindeterminate. The operation is complete once `progress === total`."
-        ),
-    ] = None
-    message: Annotated[
-        str | None,
-        Field(
-            description="Optional human-readable progress message. The client owns its own\n(localized) presentation derived from the originating request; generic\nclients that don't track the token MAY display this instead."
-        ),
-    ] = None
+    channel: URI
+    progressToken: str
+    progress: int | float
+    total: int | float | None = None
+    message: str | None = None
 
 
 class OtlpExportLogsParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (an `ahp-otlp:` URI advertised on `TelemetryCapabilities.logs`)."
-        ),
-    ]
-    payload: Annotated[
-        dict[str, Any],
-        Field(
-            description="OTLP/JSON `ExportLogsServiceRequest` value. The top-level field is\n`resourceLogs: ResourceLogs[]`; nested shapes are defined by\nopentelemetry-proto and are not redeclared here."
-        ),
-    ]
+    channel: URI
+    payload: dict[str, Any]
 
 
 class OtlpExportTracesParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (an `ahp-otlp:` URI advertised on `TelemetryCapabilities.traces`)."
-        ),
-    ]
-    payload: Annotated[
-        dict[str, Any],
-        Field(
-            description="OTLP/JSON `ExportTraceServiceRequest` value. The top-level field is\n`resourceSpans: ResourceSpans[]`; nested shapes are defined by\nopentelemetry-proto and are not redeclared here."
-        ),
-    ]
+    channel: URI
+    payload: dict[str, Any]
 
 
 class OtlpExportMetricsParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (an `ahp-otlp:` URI advertised on `TelemetryCapabilities.metrics`)."
-        ),
-    ]
-    payload: Annotated[
-        dict[str, Any],
-        Field(
-            description="OTLP/JSON `ExportMetricsServiceRequest` value. The top-level field is\n`resourceMetrics: ResourceMetrics[]`; nested shapes are defined by\nopentelemetry-proto and are not redeclared here."
-        ),
-    ]
+    channel: URI
+    payload: dict[str, Any]
 
 
 class TcpDataParams(BaseModel):
     channel: URI
-    data: Annotated[
-        str,
-        Field(
-            description="Nonempty canonical padded RFC 4648 base64, without whitespace.",
-            min_length=1,
-        ),
-    ]
+    data: Annotated[str, Field(min_length=1)]
 
 
 class TcpEofParams(BaseModel):
@@ -2889,51 +1470,29 @@ class TcpEofParams(BaseModel):
 
 
 class AuthRequiredReason(RootModel[Literal["required", "expired"]]):
-    root: Annotated[
-        Literal["required", "expired"],
-        Field(description="Reason why authentication is required."),
-    ]
+    root: Literal["required", "expired"]
 
 
 class JsonRpcErrorCode(RootModel[Literal[-32700, -32600, -32601, -32602, -32603]]):
-    root: Annotated[
-        Literal[-32700, -32600, -32601, -32602, -32603],
-        Field(description="Standard JSON-RPC 2.0 error codes."),
-    ]
+    root: Literal[-32700, -32600, -32601, -32602, -32603]
 
 
 class AhpErrorCode(
     RootModel[Literal[-32001, -32002, -32003, -32004, -32005, -32007, -32008, -32009, -32010, -32011]]
 ):
-    root: Annotated[
-        Literal[-32001, -32002, -32003, -32004, -32005, -32007, -32008, -32009, -32010, -32011],
-        Field(description="AHP application-specific error codes."),
-    ]
+    root: Literal[-32001, -32002, -32003, -32004, -32005, -32007, -32008, -32009, -32010, -32011]
 
 
 class AuthRequiredErrorData(BaseModel):
-    resources: Annotated[
-        list[ProtectedResourceMetadata],
-        Field(description="Protected resources that require authentication."),
-    ]
+    resources: list[ProtectedResourceMetadata]
 
 
 class PermissionDeniedErrorData(BaseModel):
-    request: Annotated[
-        ResourceRequestParams | None,
-        Field(
-            description="The resource access that, if granted via `resourceRequest`, would unlock\nthe operation. Omitted when no specific access grant would resolve the\ndenial (for example, when the resource is fundamentally inaccessible)."
-        ),
-    ] = None
+    request: ResourceRequestParams | None = None
 
 
 class UnsupportedProtocolVersionErrorData(BaseModel):
-    supportedVersions: Annotated[
-        list[str],
-        Field(
-            description='Protocol versions the server is willing to speak.\n\nEach entry is either a [SemVer](https://semver.org) `MAJOR.MINOR.PATCH`\nstring (e.g. `"0.1.0"`) or a [SemVer range](https://semver.org/#spec-item-11)\nconstraint (e.g. `">=0.1.0 <0.3.0"` or `"^0.2.0"`).'
-        ),
-    ]
+    supportedVersions: list[str]
 
 
 class AhpErrorDetailsMap(BaseModel):
@@ -2951,170 +1510,56 @@ class AhpErrorDetailsMap(BaseModel):
 
 class ResumedChannelSubscription(BaseModel):
     channel: URI
-    flowControl: Annotated[
-        ChannelFlowControl,
-        Field(
-            description="Receive limits for new connection-local windows; all credit counters start at zero."
-        ),
-    ]
-    recovery: Annotated[
-        ChannelRecoveryKind,
-        Field(
-            description="Replay retains applied resource state, not old delivery buffers; live resumes at the live edge."
-        ),
-    ]
+    flowControl: ChannelFlowControl
+    recovery: ChannelRecoveryKind
 
 
 class Icon(BaseModel):
-    src: Annotated[
-        URI,
-        Field(
-            description="A standard URI pointing to an icon resource. May be an HTTP/HTTPS URL or a\n`data:` URI with Base64-encoded image data.\n\nConsumers SHOULD take steps to ensure URLs serving icons are from the\nsame domain as the client/server or a trusted domain.\n\nConsumers SHOULD take appropriate precautions when consuming SVGs as they can contain\nexecutable JavaScript."
-        ),
-    ]
-    contentType: Annotated[
-        str | None,
-        Field(
-            description='Optional MIME type override if the source MIME type is missing or generic.\nFor example: `"image/png"`, `"image/jpeg"`, or `"image/svg+xml"`.'
-        ),
-    ] = None
-    sizes: Annotated[
-        list[str] | None,
-        Field(
-            description='Optional array of strings that specify sizes at which the icon can be used.\nEach string should be in WxH format (e.g., `"48x48"`, `"96x96"`) or `"any"` for scalable formats like SVG.\n\nIf not provided, the client should assume that the icon can be used at any size.'
-        ),
-    ] = None
-    theme: Annotated[
-        Literal["light", "dark"] | None,
-        Field(
-            description='Optional specifier for the theme this icon is designed for. `"light"` indicates\nthe icon is designed to be used with a light background, and `"dark"` indicates\nthe icon is designed to be used with a dark background.\n\nIf not provided, the client should assume the icon can be used with any theme.'
-        ),
-    ] = None
+    src: URI
+    contentType: str | None = None
+    sizes: list[str] | None = None
+    theme: Literal["light", "dark"] | None = None
 
 
 class ConfigPropertySchema(BaseModel):
-    type: Annotated[
-        Literal["string", "number", "boolean", "array", "object"],
-        Field(description="JSON Schema: property type"),
-    ]
-    title: Annotated[
-        str, Field(description="JSON Schema: human-readable label for the property")
-    ]
-    description: Annotated[
-        Optional[str], Field(description="JSON Schema: description / tooltip")
-    ] = None
-    default: Annotated[
-        Optional[Any], Field(description="JSON Schema: default value")
-    ] = None
-    enum: Annotated[
-        Optional[list[JsonPrimitive | None]],
-        Field(
-            description="JSON Schema: allowed values. May be primitives of any JSON type."
-        ),
-    ] = None
-    enumLabels: Annotated[
-        Optional[list[str]],
-        Field(
-            description="Display extension: human-readable label per enum value (parallel array)"
-        ),
-    ] = None
-    enumDescriptions: Annotated[
-        Optional[list[str]],
-        Field(
-            description="Display extension: description per enum value (parallel array)"
-        ),
-    ] = None
-    readOnly: Annotated[
-        Optional[bool],
-        Field(
-            description="JSON Schema: when `true`, the property is displayed but cannot be modified by the user"
-        ),
-    ] = None
-    items: Annotated[
-        Optional["ConfigPropertySchema"],
-        Field(
-            description="JSON Schema: schema for array items (used when `type` is `'array'`)"
-        ),
-    ] = None
-    minItems: Annotated[
-        Optional[int],
-        Field(
-            description="JSON Schema: minimum number of array items (used when `type` is `'array'`)",
-            ge=0,
-        ),
-    ] = None
-    maxItems: Annotated[
-        Optional[int],
-        Field(
-            description="JSON Schema: maximum number of array items (used when `type` is `'array'`)",
-            ge=0,
-        ),
-    ] = None
-    properties: Annotated[
-        Optional[dict[str, "ConfigPropertySchema"]],
-        Field(
-            description="JSON Schema: property descriptors for object properties (used when `type` is `'object'`)"
-        ),
-    ] = None
-    required: Annotated[
-        Optional[list[str]],
-        Field(
-            description="JSON Schema: list of required property ids (used when `type` is `'object'`)"
-        ),
-    ] = None
-    additionalProperties: Annotated[
-        Optional["ConfigPropertySchema"],
-        Field(
-            description="JSON Schema: schema for additional properties not listed in `properties` (used when `type` is `'object'`)."
-        ),
-    ] = None
+    type: Literal["string", "number", "boolean", "array", "object"]
+    title: str
+    description: Optional[str] = None
+    default: Optional[Any] = None
+    enum: Optional[list[JsonPrimitive | None]] = None
+    enumLabels: Optional[list[str]] = None
+    enumDescriptions: Optional[list[str]] = None
+    readOnly: Optional[bool] = None
+    items: Optional["ConfigPropertySchema"] = None
+    minItems: Annotated[Optional[int], Field(ge=0)] = None
+    maxItems: Annotated[Optional[int], Field(ge=0)] = None
+    properties: Optional[dict[str, "ConfigPropertySchema"]] = None
+    required: Optional[list[str]] = None
+    additionalProperties: Optional["ConfigPropertySchema"] = None
 
 
 class ConfigSchema(BaseModel):
-    type: Annotated[
-        Literal["object"], Field(description="JSON Schema: always `'object'`")
-    ]
-    properties: Annotated[
-        dict[str, ConfigPropertySchema],
-        Field(description="JSON Schema: property descriptors keyed by property id"),
-    ]
-    required: Annotated[
-        list[str] | None,
-        Field(description="JSON Schema: list of required property ids"),
-    ] = None
+    type: Literal["object"]
+    properties: dict[str, ConfigPropertySchema]
+    required: list[str] | None = None
 
 
 class ContentRef(BaseModel):
-    uri: Annotated[URI, Field(description="Content URI")]
-    sizeHint: Annotated[
-        int | float | None, Field(description="Approximate size in bytes")
-    ] = None
-    contentType: Annotated[str | None, Field(description="Content MIME type")] = None
-    nonce: Annotated[str | None, Field(description="Content nonce")] = None
+    uri: URI
+    sizeHint: int | float | None = None
+    contentType: str | None = None
+    nonce: str | None = None
 
 
 class FileEditSide(BaseModel):
-    uri: Annotated[URI, Field(description="URI of the file on this side of the edit")]
-    content: Annotated[
-        ContentRef,
-        Field(description="Reference to the file content on this side of the edit"),
-    ]
+    uri: URI
+    content: ContentRef
 
 
 class FileEdit(BaseModel):
-    before: Annotated[
-        FileEditSide | None,
-        Field(
-            description="The file state before the edit. Absent for file creations or for in-place file edits."
-        ),
-    ] = None
-    after: Annotated[
-        FileEditSide | None,
-        Field(description="The file state after the edit. Absent for file deletions."),
-    ] = None
-    diff: Annotated[
-        FileEditDiffStats | None, Field(description="Optional diff display metadata")
-    ] = None
+    before: FileEditSide | None = None
+    after: FileEditSide | None = None
+    diff: FileEditDiffStats | None = None
 
 
 class FileEditCollection(BaseModel):
@@ -3122,888 +1567,274 @@ class FileEditCollection(BaseModel):
 
 
 class AgentCapabilities(BaseModel):
-    multipleChats: Annotated[
-        MultipleChatsCapability | None,
-        Field(
-            description="The agent can host more than one concurrent chat per session. When absent,\nclients MUST NOT call `createChat` to open chats beyond the default one the\nsession starts with. An empty object `{}` advertises multi-chat without\nsource-based creation; set {@link MultipleChatsCapability.fork} or\n{@link MultipleChatsCapability.sideChat} to allow the corresponding\ncreation mode."
-        ),
-    ] = None
-    multipleWorkingDirectories: Annotated[
-        MultipleWorkingDirectoriesCapability | None,
-        Field(
-            description="The session's agent can be granted tool access to more than one working\ndirectory. The directories are treated as equal peers except where the\nagent advertises a protected primary-slot option (some backends pin or\nreplace their first directory as a process root).\n\nWhen absent, clients MUST NOT mutate a session's or chat's working-directory\nset and MUST NOT set more than one entry in\n{@link CreateSessionParams.workingDirectories}."
-        ),
-    ] = None
+    multipleChats: MultipleChatsCapability | None = None
+    multipleWorkingDirectories: MultipleWorkingDirectoriesCapability | None = None
 
 
 class SessionModelInfo(BaseModel):
-    id: Annotated[str, Field(description="Model identifier")]
-    provider: Annotated[
-        str,
-        Field(
-            description="Agent provider that owns this model. Matches {@link AgentInfo.provider}."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable model name")]
-    maxContextWindow: Annotated[
-        int | float | None, Field(description="Maximum context window size")
-    ] = None
-    maxOutputTokens: Annotated[
-        int | float | None,
-        Field(description="Maximum number of output tokens the model can generate"),
-    ] = None
-    maxPromptTokens: Annotated[
-        int | float | None,
-        Field(description="Maximum number of prompt (input) tokens the model accepts"),
-    ] = None
-    supportsVision: Annotated[
-        bool | None, Field(description="Whether the model supports vision")
-    ] = None
-    policyState: Annotated[
-        PolicyState | None, Field(description="Policy configuration state")
-    ] = None
-    configSchema: Annotated[
-        ConfigSchema | None,
-        Field(
-            description="Configuration schema describing model-specific options (e.g. thinking\nlevel). Clients present this as a form and pass the resolved values in\n{@link ModelSelection.config} when creating or changing sessions."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this model.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `pricing` key may carry model pricing metadata.",
-        ),
-    ] = None
-    vendor: Annotated[
-        str | None,
-        Field(
-            description="Vendor of this model as the provider reports it, for example `Anthropic`\nor `Azure OpenAI`. This is sometimes the company that serves the model\nrather than the one that built it. Not the same as {@link provider},\nwhich names the agent provider that owns this model. Absent when the\nprovider does not report a vendor. Providers MAY send any value; clients\nSHOULD fall back to a generic presentation for values they do not\nrecognize."
-        ),
-    ] = None
+    id: str
+    provider: str
+    name: str
+    maxContextWindow: int | float | None = None
+    maxOutputTokens: int | float | None = None
+    maxPromptTokens: int | float | None = None
+    supportsVision: bool | None = None
+    policyState: PolicyState | None = None
+    configSchema: ConfigSchema | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    vendor: str | None = None
 
 
 class ModelSelection(BaseModel):
-    id: Annotated[str, Field(description="Model identifier")]
-    config: Annotated[
-        dict[str, JsonPrimitive | None] | None,
-        Field(
-            description="Model-specific configuration values. Values are JSON primitives: most\npickers produce strings, but some (e.g. a numeric context-size picker)\nproduce numbers or booleans, which are carried through as-is."
-        ),
-    ] = None
+    id: str
+    config: dict[str, JsonPrimitive | None] | None = None
 
 
 class RootConfigState(BaseModel):
-    schema_: Annotated[
-        ConfigSchema,
-        Field(
-            alias="schema",
-            description="JSON Schema describing available configuration properties",
-        ),
-    ]
-    values: Annotated[dict[str, Any], Field(description="Current configuration values")]
+    schema_: Annotated[ConfigSchema, Field(alias="schema")]
+    values: dict[str, Any]
 
 
 class AutomationSessionOrigin(BaseModel):
     kind: Literal["automation"]
-    automation: Annotated[
-        URI, Field(description="Owning {@link AutomationEntry.resource}.")
-    ]
-    run: Annotated[
-        URI, Field(description="Owning {@link AutomationRunState.resource}.")
-    ]
+    automation: URI
+    run: URI
 
 
 class SessionInputRequestBase(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable key for this entry, unique within the session's\n{@link SessionState.inputNeeded} list. The host derives it however it likes\n(for example from the chat URI plus the underlying request or tool-call\nid); consumers MUST treat it as opaque. It is the key for the\n`session/inputNeededSet` / `session/inputNeededRemoved` upsert convention."
-        ),
-    ]
-    chat: Annotated[
-        URI,
-        Field(
-            description="The chat the underlying request lives in. This is the channel a client\ndispatches its response to — it does not need to have subscribed to that\nchat first."
-        ),
-    ]
+    id: str
+    chat: URI
 
 
 class ProjectInfo(BaseModel):
-    uri: Annotated[URI, Field(description="Project URI")]
-    displayName: Annotated[str, Field(description="Human-readable project name")]
+    uri: URI
+    displayName: str
 
 
 class AgentSelection(BaseModel):
-    uri: Annotated[
-        URI,
-        Field(
-            description="Stable agent URI (matches an {@link AgentCustomization.uri})."
-        ),
-    ]
+    uri: URI
 
 
 class SessionConfigPropertySchema(BaseModel):
-    type: Annotated[
-        Literal["string", "number", "boolean", "array", "object"],
-        Field(description="JSON Schema: property type"),
-    ]
-    title: Annotated[
-        str, Field(description="JSON Schema: human-readable label for the property")
-    ]
-    description: Annotated[
-        str | None, Field(description="JSON Schema: description / tooltip")
-    ] = None
-    default: Annotated[Any | None, Field(description="JSON Schema: default value")] = (
-        None
-    )
-    enum: Annotated[
-        list[JsonPrimitive | None] | None,
-        Field(
-            description="JSON Schema: allowed values. May be primitives of any JSON type."
-        ),
-    ] = None
-    enumLabels: Annotated[
-        list[str] | None,
-        Field(
-            description="Display extension: human-readable label per enum value (parallel array)"
-        ),
-    ] = None
-    enumDescriptions: Annotated[
-        list[str] | None,
-        Field(
-            description="Display extension: description per enum value (parallel array)"
-        ),
-    ] = None
-    readOnly: Annotated[
-        bool | None,
-        Field(
-            description="JSON Schema: when `true`, the property is displayed but cannot be modified by the user"
-        ),
-    ] = None
-    items: Annotated[
-        ConfigPropertySchema | None,
-        Field(
-            description="JSON Schema: schema for array items (used when `type` is `'array'`)"
-        ),
-    ] = None
-    minItems: Annotated[
-        int | None,
-        Field(
-            description="JSON Schema: minimum number of array items (used when `type` is `'array'`)",
-            ge=0,
-        ),
-    ] = None
-    maxItems: Annotated[
-        int | None,
-        Field(
-            description="JSON Schema: maximum number of array items (used when `type` is `'array'`)",
-            ge=0,
-        ),
-    ] = None
-    properties: Annotated[
-        dict[str, ConfigPropertySchema] | None,
-        Field(
-            description="JSON Schema: property descriptors for object properties (used when `type` is `'object'`)"
-        ),
-    ] = None
-    required: Annotated[
-        list[str] | None,
-        Field(
-            description="JSON Schema: list of required property ids (used when `type` is `'object'`)"
-        ),
-    ] = None
-    additionalProperties: Annotated[
-        ConfigPropertySchema | None,
-        Field(
-            description="JSON Schema: schema for additional properties not listed in `properties` (used when `type` is `'object'`)."
-        ),
-    ] = None
-    enumDynamic: Annotated[
-        bool | None,
-        Field(
-            description="Display extension: when `true`, the full set of allowed values is too large\nto enumerate statically. The client SHOULD use `sessionConfigCompletions`\nto fetch matching values based on user input. Any values in `enum` are\nseed/recent values for initial display."
-        ),
-    ] = None
-    sessionMutable: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the user may change this property after session creation"
-        ),
-    ] = None
+    type: Literal["string", "number", "boolean", "array", "object"]
+    title: str
+    description: str | None = None
+    default: Any | None = None
+    enum: list[JsonPrimitive | None] | None = None
+    enumLabels: list[str] | None = None
+    enumDescriptions: list[str] | None = None
+    readOnly: bool | None = None
+    items: ConfigPropertySchema | None = None
+    minItems: Annotated[int | None, Field(ge=0)] = None
+    maxItems: Annotated[int | None, Field(ge=0)] = None
+    properties: dict[str, ConfigPropertySchema] | None = None
+    required: list[str] | None = None
+    additionalProperties: ConfigPropertySchema | None = None
+    enumDynamic: bool | None = None
+    sessionMutable: bool | None = None
 
 
 class SessionConfigSchema(BaseModel):
-    type: Annotated[
-        Literal["object"], Field(description="JSON Schema: always `'object'`")
-    ]
-    properties: Annotated[
-        dict[str, SessionConfigPropertySchema],
-        Field(description="JSON Schema: property descriptors keyed by property id"),
-    ]
-    required: Annotated[
-        list[str] | None,
-        Field(description="JSON Schema: list of required property ids"),
-    ] = None
+    type: Literal["object"]
+    properties: dict[str, SessionConfigPropertySchema]
+    required: list[str] | None = None
 
 
 class SessionConfigState(BaseModel):
-    schema_: Annotated[
-        SessionConfigSchema,
-        Field(
-            alias="schema",
-            description="JSON Schema describing available configuration properties",
-        ),
-    ]
-    values: Annotated[dict[str, Any], Field(description="Current configuration values")]
+    schema_: Annotated[SessionConfigSchema, Field(alias="schema")]
+    values: dict[str, Any]
 
 
 class ToolDefinition(BaseModel):
-    name: Annotated[str, Field(description="Unique tool identifier")]
-    title: Annotated[str | None, Field(description="Human-readable display name")] = (
-        None
-    )
-    description: Annotated[
-        str | None, Field(description="Description of what the tool does")
-    ] = None
-    inputSchema: Annotated[
-        InputSchema | None,
-        Field(
-            description="JSON Schema defining the expected input parameters.\n\nOptional because client-provided tools may not have formal schemas.\nMirrors MCP `Tool.inputSchema`."
-        ),
-    ] = None
-    outputSchema: Annotated[
-        OutputSchema | None,
-        Field(
-            description="JSON Schema defining the structure of the tool's output.\n\nMirrors MCP `Tool.outputSchema`."
-        ),
-    ] = None
-    annotations: Annotated[
-        ToolAnnotations | None,
-        Field(
-            description="Behavioral hints about the tool. All properties are advisory."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata.\n\nMirrors the MCP `_meta` convention.",
-        ),
-    ] = None
+    name: str
+    title: str | None = None
+    description: str | None = None
+    inputSchema: InputSchema | None = None
+    outputSchema: OutputSchema | None = None
+    annotations: ToolAnnotations | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class CustomizationBase(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChildCustomizationBase(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
 
 
 class AgentCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["agent"]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Short description of what the agent specializes in and when to\ninvoke it. Sourced from the agent file's frontmatter `description`."
-        ),
-    ] = None
-    model: Annotated[
-        str | None,
-        Field(
-            description="Model the agent is pinned to, sourced from the agent file's\nfrontmatter `model`. Absent means the agent inherits the session's\ndefault model."
-        ),
-    ] = None
-    tools: Annotated[
-        list[str] | None,
-        Field(
-            description='Allowlist of tool names the agent is scoped to, sourced from the\nagent file\'s frontmatter `tools`. A non-empty list restricts the\nagent to exactly those tools. Absent — or an empty list — imposes no\nrestriction beyond the session default: the agent may use any\navailable tool. Producers express "no restriction" by omitting the\nfield rather than sending an empty array, so an empty list carries no\nmeaning distinct from absence.'
-        ),
-    ] = None
-    disableModelInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the agent will not auto-delegate to this custom agent\nas a sub-agent; it can only be selected by the user. Absent or\n`false` means the agent may delegate to it."
-        ),
-    ] = None
-    disableUserInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the user cannot select this custom agent (for example,\nin a picker); it remains available for the agent to auto-delegate\nto. Absent or `false` means the user may select it."
-        ),
-    ] = None
+    description: str | None = None
+    model: str | None = None
+    tools: list[str] | None = None
+    disableModelInvocation: bool | None = None
+    disableUserInvocation: bool | None = None
 
 
 class SkillCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["skill"]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Short description used for help text and auto-invocation matching.\nSourced from the skill's frontmatter `description`."
-        ),
-    ] = None
-    disableModelInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, only the user can invoke this skill — the agent will not\nauto-invoke it. Sourced from the command skill's frontmatter\n`disable-model-invocation` flag."
-        ),
-    ] = None
-    disableUserInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the user cannot directly invoke this skill (for example,\nas a slash command); it remains available for the agent to\nauto-invoke. Absent or `false` means the user may invoke it."
-        ),
-    ] = None
+    description: str | None = None
+    disableModelInvocation: bool | None = None
+    disableUserInvocation: bool | None = None
 
 
 class PromptCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["prompt"]
-    description: Annotated[
-        str | None, Field(description="Short description of what the prompt does.")
-    ] = None
+    description: str | None = None
 
 
 class RuleCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["rule"]
-    description: Annotated[
-        str | None, Field(description="Description of what the rule enforces.")
-    ] = None
-    alwaysApply: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the rule is always active (subject to `globs` if any).\nWhen `false` or absent, the agent or user decides whether to apply\nthe rule."
-        ),
-    ] = None
-    globs: Annotated[
-        list[str] | None,
-        Field(
-            description="Glob patterns the rule applies to. When present, the rule is only\nactive for matching files."
-        ),
-    ] = None
+    description: str | None = None
+    alwaysApply: bool | None = None
+    globs: list[str] | None = None
 
 
 class HookCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["hook"]
 
 
 class McpServerCustomizationApps(BaseModel):
-    capabilities: Annotated[
-        AhpMcpUiHostCapabilities,
-        Field(
-            description="The subset of MCP App\n[`HostCapabilities`](https://github.com/modelcontextprotocol/ext-apps/blob/main/specification/draft/apps.mdx)\nthe AHP host can satisfy for Views backed by this server. The\nclient feeds these straight through into the `hostCapabilities` of\nthe `ui/initialize` response delivered to the View."
-        ),
-    ]
+    capabilities: AhpMcpUiHostCapabilities
 
 
 class McpAuthRequirement(BaseModel):
-    reason: Annotated[
-        McpAuthRequiredReason, Field(description="Why authentication is required.")
-    ]
-    oauthClient: Annotated[
-        McpOAuthClient | None,
-        Field(
-            description="Pre-registered OAuth client to use for authorization. When present, clients\nMUST use these credentials instead of dynamic client registration."
-        ),
-    ] = None
-    resource: Annotated[
-        ProtectedResourceMetadata,
-        Field(
-            description="RFC 9728 Protected Resource Metadata. The `resource` field is the\ncanonical MCP server URI per RFC 8707, used as the OAuth `resource`\nindicator. `authorization_servers` is REQUIRED by the MCP\nauthorization spec."
-        ),
-    ]
-    requiredScopes: Annotated[
-        list[str] | None,
-        Field(
-            description='Scopes required for the current challenge, parsed from the\n`WWW-Authenticate: Bearer scope="…"` header (or `scopes_supported`\nfallback). Authoritative for the next authorization request — clients\nMUST NOT assume any subset/superset relationship to\n`resource.scopes_supported`.'
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description="Human-readable hint, typically from the OAuth `error_description`."
-        ),
-    ] = None
+    reason: McpAuthRequiredReason
+    oauthClient: McpOAuthClient | None = None
+    resource: ProtectedResourceMetadata
+    requiredScopes: list[str] | None = None
+    description: str | None = None
 
 
 class McpServerAuthRequiredState(BaseModel):
-    reason: Annotated[
-        McpAuthRequiredReason, Field(description="Why authentication is required.")
-    ]
-    oauthClient: Annotated[
-        McpOAuthClient | None,
-        Field(
-            description="Pre-registered OAuth client to use for authorization. When present, clients\nMUST use these credentials instead of dynamic client registration."
-        ),
-    ] = None
-    resource: Annotated[
-        ProtectedResourceMetadata,
-        Field(
-            description="RFC 9728 Protected Resource Metadata. The `resource` field is the\ncanonical MCP server URI per RFC 8707, used as the OAuth `resource`\nindicator. `authorization_servers` is REQUIRED by the MCP\nauthorization spec."
-        ),
-    ]
-    requiredScopes: Annotated[
-        list[str] | None,
-        Field(
-            description='Scopes required for the current challenge, parsed from the\n`WWW-Authenticate: Bearer scope="…"` header (or `scopes_supported`\nfallback). Authoritative for the next authorization request — clients\nMUST NOT assume any subset/superset relationship to\n`resource.scopes_supported`.'
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description="Human-readable hint, typically from the OAuth `error_description`."
-        ),
-    ] = None
+    reason: McpAuthRequiredReason
+    oauthClient: McpOAuthClient | None = None
+    resource: ProtectedResourceMetadata
+    requiredScopes: list[str] | None = None
+    description: str | None = None
     kind: Literal["authRequired"]
 
 
 class BackgroundShellWork(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Identifier of this entry, unique within the owning chat across all kinds.\nThe host derives it however it likes (for example from the kind plus the\nagent's own task id); consumers MUST treat it as opaque. It is the key for\nthe `chat/backgroundWorkSet` / `chat/backgroundWorkRemoved` upsert\nconvention."
-        ),
-    ]
-    label: Annotated[
-        str,
-        Field(
-            description="Human-readable label, such as the command's purpose or the subagent's name."
-        ),
-    ]
-    startedAt: Annotated[
-        str, Field(description="ISO 8601 timestamp when the work started.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Provider-specific metadata."),
-    ] = None
+    id: str
+    label: str
+    startedAt: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     kind: Literal["shell"]
-    command: Annotated[str, Field(description="Command line, displayed as plain text.")]
-    terminal: Annotated[
-        URI | None,
-        Field(
-            description="Terminal carrying this shell's output. Hosts SHOULD set this whenever they\ncan show that output. Clients open it like\n{@link ToolResultTerminalContent.resource}; `isPty` on its\n{@link TerminalState} says whether the output is plain text."
-        ),
-    ] = None
+    command: str
+    terminal: URI | None = None
 
 
 class BackgroundSubagentWork(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Identifier of this entry, unique within the owning chat across all kinds.\nThe host derives it however it likes (for example from the kind plus the\nagent's own task id); consumers MUST treat it as opaque. It is the key for\nthe `chat/backgroundWorkSet` / `chat/backgroundWorkRemoved` upsert\nconvention."
-        ),
-    ]
-    label: Annotated[
-        str,
-        Field(
-            description="Human-readable label, such as the command's purpose or the subagent's name."
-        ),
-    ]
-    startedAt: Annotated[
-        str, Field(description="ISO 8601 timestamp when the work started.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Provider-specific metadata."),
-    ] = None
+    id: str
+    label: str
+    startedAt: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     kind: Literal["subagent"]
-    chat: Annotated[
-        URI,
-        Field(
-            description="The subagent's chat: the same chat the spawning tool call's\n{@link ToolResultSubagentContent.resource} points to."
-        ),
-    ]
+    chat: URI
 
 
 class ChatInputAnswered(BaseModel):
-    state: Annotated[Literal["draft", "submitted"], Field(description="Answer state")]
-    value: Annotated[ChatInputAnswerValue, Field(description="Answer value")]
+    state: Literal["draft", "submitted"]
+    value: ChatInputAnswerValue
 
 
 class MessageOrigin(BaseModel):
-    kind: Annotated[
-        MessageKind, Field(description="The kind of actor that produced the message.")
-    ]
+    kind: MessageKind
 
 
 class MessageResourceAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="Content URI")]
-    sizeHint: Annotated[
-        int | float | None, Field(description="Approximate size in bytes")
-    ] = None
-    contentType: Annotated[str | None, Field(description="Content MIME type")] = None
-    nonce: Annotated[str | None, Field(description="Content nonce")] = None
-    type: Annotated[Literal["resource"], Field(description="Discriminant")]
-    selection: Annotated[
-        TextSelection | None,
-        Field(
-            description="Optional selection within the referenced textual resource.\n\nOnly meaningful for textual resources."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    sizeHint: int | float | None = None
+    contentType: str | None = None
+    nonce: str | None = None
+    type: Literal["resource"]
+    selection: TextSelection | None = None
 
 
 class MessageAnnotationsAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["annotations"], Field(description="Discriminant")]
-    resource: Annotated[
-        URI,
-        Field(
-            description="The annotations channel URI (typically `ahp-session:/<uuid>/annotations`).\nMatches {@link AnnotationsSummary.resource}."
-        ),
-    ]
-    annotationIds: Annotated[
-        list[str] | None,
-        Field(
-            description="Specific {@link Annotation.id | annotation ids} to reference. When\nomitted, the attachment references all annotations on the channel."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["annotations"]
+    resource: URI
+    annotationIds: list[str] | None = None
 
 
 class MessageChatAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["chat"], Field(description="Discriminant")]
-    resource: Annotated[URI, Field(description="URI of the referenced chat.")]
-    endTurn: Annotated[
-        str | None,
-        Field(
-            description="Last completed turn included in the referenced transcript. When omitted,\nthe host pins the latest completed turn when accepting the message."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["chat"]
+    resource: URI
+    endTurn: str | None = None
 
 
 class ResourceResponsePart(BaseModel):
-    uri: Annotated[URI, Field(description="Content URI")]
-    sizeHint: Annotated[
-        int | float | None, Field(description="Approximate size in bytes")
-    ] = None
-    contentType: Annotated[str | None, Field(description="Content MIME type")] = None
-    nonce: Annotated[str | None, Field(description="Content nonce")] = None
-    kind: Annotated[Literal["contentRef"], Field(description="Discriminant")]
+    uri: URI
+    sizeHint: int | float | None = None
+    contentType: str | None = None
+    nonce: str | None = None
+    kind: Literal["contentRef"]
 
 
 class SystemNotificationResponsePart(BaseModel):
-    kind: Annotated[Literal["systemNotification"], Field(description="Discriminant")]
-    content: Annotated[
-        StringOrMarkdown, Field(description="The text of the system notification")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this notification.\n\nA host MAY attach a machine-readable descriptor of what triggered the\nnotification so clients can categorize, icon, group, filter, or localize\nit without parsing `content`. Clients MAY look for well-known keys here to\nprovide enhanced UI, and MUST render coherently from `content` alone when\n`_meta` is absent or unrecognized.",
-        ),
-    ] = None
+    kind: Literal["systemNotification"]
+    content: StringOrMarkdown
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ToolCallRiskAssessmentBase(BaseModel):
@@ -4019,584 +1850,205 @@ class ToolCallRiskAssessmentCompleteState(BaseModel):
     kind: ToolCallRiskAssessmentKind
     status: Literal["complete"]
     reason: StringOrMarkdown
-    safety: Annotated[
-        int | float,
-        Field(
-            description="The judge's normalized safety score, where `0` is unsafe and `1` is safe."
-        ),
-    ]
+    safety: int | float
 
 
 class ConfirmationOption(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Unique identifier for the option, returned in the confirmed action"
-        ),
-    ]
-    label: Annotated[
-        str, Field(description="Human-readable label displayed to the user")
-    ]
-    kind: Annotated[
-        ConfirmationOptionKind,
-        Field(description="Whether this option represents an approval or denial"),
-    ]
-    group: Annotated[
-        int | float | None,
-        Field(
-            description="Logical group number for visual categorisation.\n\nClients SHOULD display options in the order they are defined and MAY\nuse differing group numbers to insert dividers between logical clusters\nof options."
-        ),
-    ] = None
+    id: str
+    label: str
+    kind: ConfirmationOptionKind
+    group: int | float | None = None
 
 
 class ToolCallBase(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ToolCallStreamingState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     status: Literal["streaming"]
-    partialInput: Annotated[
-        str | None,
-        Field(description="Partial parameters accumulated from tool-call deltas."),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown | None,
-        Field(description="Progress message shown while parameters are streaming"),
-    ] = None
+    partialInput: str | None = None
+    invocationMessage: StringOrMarkdown | None = None
 
 
 class ToolCallPostConfirmationFields(BaseModel):
-    confirmed: Annotated[
-        ToolCallConfirmationReason,
-        Field(description="How the tool was confirmed for execution"),
-    ]
-    selectedOption: Annotated[
-        ConfirmationOption | None,
-        Field(
-            description="The confirmation option the user selected, if confirmation options were provided"
-        ),
-    ] = None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None = None
 
 
 class ToolResultResourceContent(BaseModel):
-    uri: Annotated[URI, Field(description="Content URI")]
-    sizeHint: Annotated[
-        int | float | None, Field(description="Approximate size in bytes")
-    ] = None
-    contentType: Annotated[str | None, Field(description="Content MIME type")] = None
-    nonce: Annotated[str | None, Field(description="Content nonce")] = None
+    uri: URI
+    sizeHint: int | float | None = None
+    contentType: str | None = None
+    nonce: str | None = None
     type: Literal["resource"]
 
 
 class ToolResultFileEditContent(BaseModel):
-    before: Annotated[
-        FileEditSide | None,
-        Field(
-            description="The file state before the edit. Absent for file creations or for in-place file edits."
-        ),
-    ] = None
-    after: Annotated[
-        FileEditSide | None,
-        Field(description="The file state after the edit. Absent for file deletions."),
-    ] = None
-    diff: Annotated[
-        FileEditDiffStats | None, Field(description="Optional diff display metadata")
-    ] = None
+    before: FileEditSide | None = None
+    after: FileEditSide | None = None
+    diff: FileEditDiffStats | None = None
     type: Literal["fileEdit"]
 
 
 class ToolResultTerminalContent(BaseModel):
     type: Literal["terminal"]
-    resource: Annotated[
-        URI,
-        Field(
-            description="Terminal URI (subscribable for live or retained terminal state)"
-        ),
-    ]
-    title: Annotated[str, Field(description="Display title for the terminal content")]
-    isPty: Annotated[
-        bool | None,
-        Field(
-            description="Whether this terminal-style resource is backed by a pseudoterminal.\nWhen `false`, output is plain text and clients do not need to parse\nVT sequences."
-        ),
-    ] = None
-    result: Annotated[
-        TerminalCommandResult | None,
-        Field(description="Outcome of the command, present once it has exited."),
-    ] = None
+    resource: URI
+    title: str
+    isPty: bool | None = None
+    result: TerminalCommandResult | None = None
 
 
 class ToolResultSubagentContent(BaseModel):
     type: Literal["subagent"]
-    resource: Annotated[
-        URI, Field(description="Worker chat URI (subscribable for full chat state)")
-    ]
-    title: Annotated[str, Field(description="Display title for the subagent")]
-    agentName: Annotated[str | None, Field(description="Internal agent name")] = None
-    description: Annotated[
-        str | None,
-        Field(description="Human-readable description of the subagent's task"),
-    ] = None
+    resource: URI
+    title: str
+    agentName: str | None = None
+    description: str | None = None
 
 
 class CanvasReference(BaseModel):
-    resource: Annotated[
-        URI,
-        Field(
-            description="Canvas channel URI. Subscribe to this resource for the full state."
-        ),
-    ]
+    resource: URI
 
 
 class CanvasState(BaseModel):
-    instanceId: Annotated[
-        str, Field(description="Stable caller-supplied instance identifier.")
-    ]
-    extensionId: Annotated[
-        str, Field(description="Owning extension/provider identifier.")
-    ]
-    extensionName: Annotated[
-        str | None, Field(description="Owning extension display name, when available.")
-    ] = None
-    canvasId: Annotated[
-        str, Field(description="Provider-local canvas type identifier.")
-    ]
-    title: Annotated[
-        str | None, Field(description="Provider-supplied title, when available.")
-    ] = None
-    status: Annotated[
-        str | None, Field(description="Provider-supplied status text, when available.")
-    ] = None
-    url: Annotated[
-        URI | None,
-        Field(
-            description="Current absolute HTTP(S) source URL; absent when the live source is unavailable.\nHosts MUST clear this field when the provider becomes unavailable.\n\nSource URLs MUST be redacted from diagnostic logs and MUST NOT be reused\nfrom persisted state after a provider or host restart."
-        ),
-    ] = None
+    instanceId: str
+    extensionId: str
+    extensionName: str | None = None
+    canvasId: str
+    title: str | None = None
+    status: str | None = None
+    url: URI | None = None
 
 
 class TerminalSessionClaim(BaseModel):
-    kind: Annotated[Literal["session"], Field(description="Discriminant")]
-    session: Annotated[URI, Field(description="Session URI that claimed the terminal")]
-    chat: Annotated[URI, Field(description="Chat URI that claimed the terminal.")]
-    turnId: Annotated[
-        str | None, Field(description="Optional turn identifier within the chat.")
-    ] = None
-    toolCallId: Annotated[
-        str | None, Field(description="Optional tool call identifier within the turn")
-    ] = None
+    kind: Literal["session"]
+    session: URI
+    chat: URI
+    turnId: str | None = None
+    toolCallId: str | None = None
 
 
 class Changeset(BaseModel):
-    label: Annotated[
-        str, Field(description='Human-readable label, e.g. `"Uncommitted Changes"`.')
-    ]
-    uriTemplate: Annotated[
-        str,
-        Field(
-            description="RFC 6570 URI template. Clients parse the variables directly out of the\ntemplate using the standard `{name}` syntax — they are not redeclared\nhere.\n\nOnly the following template shapes are defined by this protocol; any\nother variable name MUST be ignored by clients (there is no\nprotocol-defined way to obtain values for unknown variables):\n\n| Variables in template                       | Meaning                                                                              |\n| ------------------------------------------- | ------------------------------------------------------------------------------------ |\n| _(none)_                                    | A static changeset scoped to the advertising session or chat. The template is itself a subscribable URI. |\n| `{turnId}`                                  | Per-turn slice. Expand with a `Turn.id` from the advertising chat or session.        |\n| `{originalTurnId}` and `{modifiedTurnId}`   | Diff between two turns. Both variables MUST be present.                              |\n\nFuture protocol versions MAY add new well-known variables."
-        ),
-    ]
-    description: Annotated[
-        str | None, Field(description="Optional longer description.")
-    ] = None
-    changeKind: Annotated[
-        str,
-        Field(
-            description="Advisory hint describing what kind of changeset this is, so clients can\ngroup, sort, or render an appropriate icon without parsing\n{@link uriTemplate}. Recognized values include:\n\n- `'session'`: a static, session-wide changeset covering all changes the\n  agent has produced in this session.\n- `'branch'`: changes relative to a base branch (e.g. a feature branch\n  diffed against `main`).\n- `'uncommitted'`: the workspace's current uncommitted changes.\n- `'turn'`: changes produced by a single turn. Typically paired with a\n  `{turnId}` variable in {@link uriTemplate}.\n- `'compare-turns'`: a diff between two turns. Typically paired with\n  `{originalTurnId}` and `{modifiedTurnId}` variables in\n  {@link uriTemplate}.\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ]
-    capabilities: Annotated[
-        ChangesetCapabilities | None,
-        Field(
-            description="Optional capability declarations for this changeset. Absent (or an empty\nobject) means the changeset advertises no optional capabilities.\n\nBecause the catalogue entry is delivered up-front on the advertising\nsession or chat's changeset list, clients can decide whether to surface\ncapability-gated UI (such as review checkboxes) without first subscribing\nto the changeset URI. Mirrors the presence-flag convention of\n`ClientCapabilities`."
-        ),
-    ] = None
+    label: str
+    uriTemplate: str
+    description: str | None = None
+    changeKind: str
+    capabilities: ChangesetCapabilities | None = None
 
 
 class ChangesetFile(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable identifier within the changeset. Typically `after.uri`\n(or `before.uri` for deletions)."
-        ),
-    ]
-    edit: Annotated[
-        FileEdit,
-        Field(
-            description="Reuses the existing {@link FileEdit} shape. Clients derive line\nadditions, deletions, and rename/create/delete semantics from this."
-        ),
-    ]
-    reviewed: Annotated[
-        bool | None,
-        Field(
-            description='Whether a reviewer has marked this file as reviewed (the GitHub-style\n"Viewed" checkbox). Absent is equivalent to `false` — clients MUST treat\na missing value as not-yet-reviewed.\n\nRequires the changeset to advertise {@link ChangesetCapabilities.review}.\nClients toggle it by dispatching\n{@link ChangesetFilesReviewChangedAction | `changeset/filesReviewChanged`};\nthe server MAY also originate it (e.g. an agent self-reviewing its own\noutput).\n\nThere is no content version in the protocol, so review is **not** reset\nautomatically when a file\'s contents change under a stable id. The server,\nwhich is the authority on what changed, resets review explicitly — either\nby re-emitting the file (via {@link ChangesetFileSetAction} or\n{@link ChangesetContentChangedAction}) without `reviewed: true`, or by\ndispatching `changeset/filesReviewChanged` with `reviewed: false`.'
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Server-defined opaque metadata, surfaced to operations and tooling\nbut not interpreted by the protocol.",
-        ),
-    ] = None
+    id: str
+    edit: FileEdit
+    reviewed: bool | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChangesetOperation(BaseModel):
-    id: Annotated[
-        str, Field(description="Stable identifier, unique within this changeset.")
-    ]
-    label: Annotated[str, Field(description="Human-readable button/menu label.")]
-    description: Annotated[
-        str | None,
-        Field(description="Optional longer description shown on hover or in tooltips."),
-    ] = None
-    scopes: Annotated[
-        list[ChangesetOperationScope],
-        Field(description="Where this operation can be invoked."),
-    ]
-    confirmation: Annotated[
-        StringOrMarkdown | None,
-        Field(
-            description="Optional confirmation prompt to show before invoking. When present,\nthe client MUST display this message to the user (typically in a\nconfirmation dialog) and only invoke the operation after the user\naccepts. The presence of this field also signals that the operation\nis destructive — clients SHOULD style the affirmative button\naccordingly (e.g. with a warning colour)."
-        ),
-    ] = None
-    icon: Annotated[
-        str | None,
-        Field(description='Optional generic icon hint, e.g. `"check"`, `"trash"`.'),
-    ] = None
-    group: Annotated[
-        str | None,
-        Field(
-            description="Optional group identifier, used to group related operations together."
-        ),
-    ] = None
-    status: Annotated[
-        ChangesetOperationStatus,
-        Field(
-            description="Current execution status. The server sets\n{@link ChangesetOperationStatus.Running | Running} while an invocation\nis in flight, {@link ChangesetOperationStatus.Error | Error} when the\nmost recent invocation failed, and\n{@link ChangesetOperationStatus.Idle | Idle} otherwise.\n\nClients SHOULD reflect this state in the UI — e.g. disabling the\ncontrol or showing a spinner while `Running`, and surfacing\n{@link error} while `Error`."
-        ),
-    ]
-    error: Annotated[
-        ErrorInfo | None,
-        Field(
-            description="Cause of failure. Present iff\n`status === ChangesetOperationStatus.Error`; otherwise omitted."
-        ),
-    ] = None
+    id: str
+    label: str
+    description: str | None = None
+    scopes: list[ChangesetOperationScope]
+    confirmation: StringOrMarkdown | None = None
+    icon: str | None = None
+    group: str | None = None
+    status: ChangesetOperationStatus
+    error: ErrorInfo | None = None
 
 
 class AnnotationsSummary(BaseModel):
-    resource: Annotated[
-        URI,
-        Field(
-            description="The subscribable annotations channel URI for the owning session\n(typically `ahp-session:/<uuid>/annotations`). Surfaced explicitly even\nthough it is derivable from the session URI so badge UI does not need\nto know the derivation rule."
-        ),
-    ]
-    annotationCount: Annotated[
-        int | float,
-        Field(description="Total number of {@link Annotation} entries in the channel."),
-    ]
-    entryCount: Annotated[
-        int | float,
-        Field(
-            description="Total number of {@link AnnotationEntry} entries across every annotation."
-        ),
-    ]
+    resource: URI
+    annotationCount: int | float
+    entryCount: int | float
 
 
 class AnnotationOrigin(BaseModel):
-    session: Annotated[URI, Field(description="Owning session URI.")]
-    chat: Annotated[
-        URI | None,
-        Field(description="Owning chat URI, when the annotation is scoped to a chat."),
-    ] = None
-    turnId: Annotated[
-        str | None,
-        Field(
-            description="Turn identifier within {@link chat}, when the annotation is scoped to a turn."
-        ),
-    ] = None
+    session: URI
+    chat: URI | None = None
+    turnId: str | None = None
 
 
 class AnnotationEntry(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable identifier within the enclosing annotation. Assigned by the client\nthat dispatches the {@link AnnotationsEntrySetAction} (or the enclosing\n{@link AnnotationsSetAction}) introducing the entry."
-        ),
-    ]
-    text: Annotated[
-        StringOrMarkdown,
-        Field(
-            description='Entry body. A bare `string` is rendered as plain text; pass\n`{ markdown: "…" }` to opt into Markdown rendering. See\n{@link StringOrMarkdown}.'
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Producer-defined opaque metadata, surfaced to tooling but not\ninterpreted by the protocol.",
-        ),
-    ] = None
+    id: str
+    text: StringOrMarkdown
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class TelemetryCapabilities(BaseModel):
-    logs: Annotated[
-        URI | None,
-        Field(
-            description="Channel URI (or RFC 6570 URI template) for OTLP log records\n(`otlp/exportLogs` notifications).\n\nThe following template variables are defined by this protocol; any\nother variable name MUST be ignored by clients (there is no\nprotocol-defined way to obtain values for unknown variables):\n\n| Variables in template | Meaning                                                                                                 |\n| --------------------- | ------------------------------------------------------------------------------------------------------- |\n| _(none)_              | The host does not support subscriber-side severity filtering. The template is itself a subscribable URI. |\n| `{level}`             | Minimum OTLP severity to deliver. Expand to one of the [OTLP `SeverityNumber`](https://opentelemetry.io/docs/specs/otel/logs/data-model/#field-severitynumber) short names (case-insensitive): `trace`, `debug`, `info`, `warn`, `error`, `fatal`. The server delivers log records whose `severityNumber` falls in the corresponding band or above. |\n\nHosts SHOULD honour the expanded `{level}`; clients MUST still filter\ndefensively in case a host ignores the parameter. Hosts that do not\nadvertise `{level}` deliver all severities.\n\nFuture protocol versions MAY add new well-known variables (e.g. scope\nor attribute filters)."
-        ),
-    ] = None
-    traces: Annotated[
-        URI | None,
-        Field(
-            description="Channel URI for OTLP spans (`otlp/exportTraces` notifications). No\ntemplate variables are defined by this protocol version."
-        ),
-    ] = None
-    metrics: Annotated[
-        URI | None,
-        Field(
-            description="Channel URI for OTLP metric data points (`otlp/exportMetrics`\nnotifications). No template variables are defined by this protocol\nversion."
-        ),
-    ] = None
+    logs: URI | None = None
+    traces: URI | None = None
+    metrics: URI | None = None
 
 
 class ResourceWatchState(BaseModel):
-    root: Annotated[
-        URI,
-        Field(
-            description="The URI being watched. For recursive watches this is the root of the\nsubtree; for non-recursive watches this is the single file or\ndirectory."
-        ),
-    ]
-    recursive: Annotated[
-        bool,
-        Field(
-            description="`true` if the watcher reports changes for descendants of `root`;\n`false` if it only reports changes to `root` itself (and, when\n`root` is a directory, its direct children)."
-        ),
-    ]
-    excludes: Annotated[
-        Excludes | None,
-        Field(
-            description="Optional glob patterns or paths relative to `root` to exclude from\nchange reporting."
-        ),
-    ] = None
-    includes: Annotated[
-        Includes | None,
-        Field(
-            description="Optional glob patterns or paths relative to `root` to restrict\nchange reporting to. Omit to report every change under `root`\nsubject to `excludes`."
-        ),
-    ] = None
+    root: URI
+    recursive: bool
+    excludes: Excludes | None = None
+    includes: Includes | None = None
 
 
 class ResourceChange(BaseModel):
-    uri: Annotated[URI, Field(description="The URI of the resource that changed.")]
-    type: Annotated[
-        ResourceChangeType, Field(description="The kind of change observed.")
-    ]
+    uri: URI
+    type: ResourceChangeType
 
 
 class AutomationScheduleTrigger(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Identifier unique and stable within this automation definition. Recorded in\n{@link AutomationTriggeredRunOrigin.triggerId} when this trigger creates a\nrun."
-        ),
-    ]
+    id: str
     kind: Literal["schedule"]
-    schedule: Annotated[
-        AutomationSchedule,
-        Field(description="Recurrence and time zone evaluated by the host."),
-    ]
-    misfirePolicy: Annotated[
-        AutomationMisfirePolicy | None,
-        Field(
-            description="Policy for missed occurrences. Omission is equivalent to\n{@link AutomationMisfirePolicy.RunOnce}."
-        ),
-    ] = None
+    schedule: AutomationSchedule
+    misfirePolicy: AutomationMisfirePolicy | None = None
 
 
 class AutomationEventTrigger(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Identifier unique and stable within this automation definition. Recorded in\n{@link AutomationTriggeredRunOrigin.triggerId} when this trigger creates a\nrun."
-        ),
-    ]
+    id: str
     kind: Literal["event"]
-    type: Annotated[
-        str, Field(description="Matches {@link AutomationTriggerDefinition.type}.")
-    ]
-    title: Annotated[
-        str, Field(description="Host-normalized human-readable trigger type name.")
-    ]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Optional host-normalized explanation of the trigger source."
-        ),
-    ] = None
-    events: Annotated[
-        list[AutomationTriggerEventDefinition],
-        Field(
-            description="Selected events for this trigger type.\n\nEvent ids carry the trigger semantics. Titles and descriptions are\nlast-known display metadata and do not indicate current availability."
-        ),
-    ]
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Values described by {@link AutomationTriggerDefinition.configSchema}.\nClients MUST preserve unknown entries when editing other fields."
-        ),
-    ] = None
+    type: str
+    title: str
+    description: str | None = None
+    events: list[AutomationTriggerEventDefinition]
+    config: dict[str, Any] | None = None
 
 
 class AutomationTriggerDefinition(BaseModel):
-    type: Annotated[
-        str,
-        Field(
-            description="Stable type id stored in {@link AutomationEventTrigger.type}."
-        ),
-    ]
-    title: Annotated[str, Field(description="Human-readable trigger type name.")]
-    description: Annotated[
-        str | None,
-        Field(description="Optional longer explanation of the trigger source."),
-    ] = None
-    events: Annotated[
-        list[AutomationTriggerEventDefinition],
-        Field(
-            description="Events available for selection. Saved triggers retain their selected event descriptors."
-        ),
-    ]
-    configSchema: Annotated[
-        ConfigSchema | None,
-        Field(description="Optional schema for {@link AutomationEventTrigger.config}."),
-    ] = None
+    type: str
+    title: str
+    description: str | None = None
+    events: list[AutomationTriggerEventDefinition]
+    configSchema: ConfigSchema | None = None
 
 
 class AutomationRunSummary(BaseModel):
-    resource: Annotated[
-        URI,
-        Field(
-            description="Subscribable `ahp-automation-run:` URI matching {@link AutomationRunState.resource}."
-        ),
-    ]
-    automation: Annotated[
-        URI,
-        Field(
-            description="Owning `ahp-automation:` URI matching {@link AutomationRunState.automation}."
-        ),
-    ]
-    origin: Annotated[
-        AutomationRunOrigin,
-        Field(
-            description="Immutable provenance matching {@link AutomationRunState.origin}."
-        ),
-    ]
-    lifecycle: Annotated[
-        AutomationRunLifecycle,
-        Field(
-            description="Current or terminal lifecycle snapshot matching {@link AutomationRunState.lifecycle}."
-        ),
-    ]
-    primarySession: Annotated[
-        URI | None,
-        Field(
-            description="Session matching {@link AutomationRunState.primarySession}, when selected."
-        ),
-    ] = None
-    sessionCount: Annotated[
-        int | float,
-        Field(description="Number of entries in {@link AutomationRunState.sessions}."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Opaque host-defined summary metadata."),
-    ] = None
+    resource: URI
+    automation: URI
+    origin: AutomationRunOrigin
+    lifecycle: AutomationRunLifecycle
+    primarySession: URI | None = None
+    sessionCount: int | float
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class AutomationRunState(BaseModel):
-    resource: Annotated[URI, Field(description="URI of this automation-run channel.")]
-    automation: Annotated[
-        URI,
-        Field(
-            description="Owning `ahp-automation:` URI matching {@link AutomationEntry.resource}."
-        ),
-    ]
-    origin: Annotated[
-        AutomationRunOrigin,
-        Field(description="Immutable provenance describing how this run was created."),
-    ]
-    lifecycle: Annotated[
-        AutomationRunLifecycle, Field(description="Current or terminal lifecycle.")
-    ]
-    sessions: Annotated[
-        list[URI],
-        Field(
-            description="Ordered, unique session URIs belonging to this run, each matching\n{@link SessionState.resource}. Entries may represent retries, parallel\nworkers, or delegated attempts."
-        ),
-    ]
-    primarySession: Annotated[
-        URI | None,
-        Field(
-            description="Member of {@link AutomationRunState.sessions} that the host recommends opening first."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Opaque host-defined run metadata."),
-    ] = None
+    resource: URI
+    automation: URI
+    origin: AutomationRunOrigin
+    lifecycle: AutomationRunLifecycle
+    sessions: list[URI]
+    primarySession: URI | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class SessionOrigin(RootModel[AutomationSessionOrigin]):
-    root: Annotated[
-        AutomationSessionOrigin,
-        Field(
-            description="Durable provenance for sessions created by a higher-level AHP workflow."
-        ),
-    ]
+    root: AutomationSessionOrigin
 
 
 class CustomizationEnablement2(BaseModel):
@@ -4612,10 +2064,7 @@ class CustomizationEnablement(
         | CustomizationEnablement3
     ]
 ):
-    root: Annotated[
-        CustomizationEnablement1 | CustomizationEnablement2 | CustomizationEnablement3,
-        Field(description="A single explicit enablement decision."),
-    ]
+    root: CustomizationEnablement1 | CustomizationEnablement2 | CustomizationEnablement3
 
 
 class McpServerState(
@@ -4627,21 +2076,11 @@ class McpServerState(
         | McpServerStoppedState
     ]
 ):
-    root: Annotated[
-        McpServerStartingState | McpServerReadyState | McpServerAuthRequiredState | McpServerErrorState | McpServerStoppedState,
-        Field(
-            description="Discriminated union of all MCP server lifecycle states.\nDiscriminated by `kind` (a {@link McpServerStatus} value)."
-        ),
-    ]
+    root: McpServerStartingState | McpServerReadyState | McpServerAuthRequiredState | McpServerErrorState | McpServerStoppedState
 
 
 class BackgroundWork(RootModel[BackgroundShellWork | BackgroundSubagentWork]):
-    root: Annotated[
-        BackgroundShellWork | BackgroundSubagentWork,
-        Field(
-            description="Work running in the background for a chat, such as a shell or a subagent.\nClients that don't recognize a `kind` should keep the entry and may render it\nfrom the common fields."
-        ),
-    ]
+    root: BackgroundShellWork | BackgroundSubagentWork
 
 
 class ChatOrigin2(BaseModel):
@@ -4664,19 +2103,11 @@ class ChatOrigin4(BaseModel):
 
 
 class ChatOrigin(RootModel[ChatOrigin1 | ChatOrigin2 | ChatOrigin3 | ChatOrigin4]):
-    root: Annotated[
-        ChatOrigin1 | ChatOrigin2 | ChatOrigin3 | ChatOrigin4,
-        Field(
-            description='How a chat came into existence. Clients MAY use it to render creation\nprovenance (fork markers and "spawned by tool" badges). Any host-internal\nhierarchy used to move a complete chat subtree is not exposed by AHP.\n\nFork and side-chat origins both carry a stable top-level `turnId` alongside\ntheir discriminated `kind` value instead of snapshotting whether that turn\nwas active or historical at creation time. Consumers resolve the identifier\nagainst the\nsource chat\'s current `activeTurn` or retained `turns` as needed.\n\nWhen a host accepts side-chat creation from the source chat\'s current active\nturn, it snapshots the retained history plus that turn\'s current user\nmessage and any partial assistant response already available. Later\nsource-turn deltas do not retroactively change the created side chat\'s\nstarting context, and once the source turn completes it is still referenced\nby the same `turnId`. Side-chat origins MAY also retain an immutable\n{@link SideChatSelection | selected-text snapshot} captured at acceptance\ntime; any `responsePartId` there is provenance only, not a range.\n\nThe `tool` variant records a tool-spawned worker from the worker\'s side: its\n`chat`/`toolCallId` identify the spawning tool call in the parent chat. This\nis the canonical record of the spawn relationship. The same edge is surfaced\nfrom the parent\'s side by {@link ToolResultSubagentContent}, whose `resource`\nis this chat\'s URI; hosts MUST keep the two consistent.'
-        ),
-    ]
+    root: ChatOrigin1 | ChatOrigin2 | ChatOrigin3 | ChatOrigin4
 
 
 class ChatInputAnswer(RootModel[ChatInputAnswered | ChatInputSkipped]):
-    root: Annotated[
-        ChatInputAnswered | ChatInputSkipped,
-        Field(description="Draft, submitted, or skipped answer for one question."),
-    ]
+    root: ChatInputAnswered | ChatInputSkipped
 
 
 class MessageAttachment(
@@ -4690,10 +2121,7 @@ class MessageAttachment(
 ):
     root: Annotated[
         SimpleMessageAttachment | MessageEmbeddedResourceAttachment | MessageResourceAttachment | MessageAnnotationsAttachment | MessageChatAttachment,
-        Field(
-            description="An attachment associated with a {@link Message}.",
-            discriminator="type",
-        ),
+        Field(discriminator="type"),
     ]
 
 
@@ -4704,10 +2132,7 @@ class ToolCallRiskAssessment(
 
 
 class ToolInput(RootModel[str | ContentRef]):
-    root: Annotated[
-        str | ContentRef,
-        Field(description="Tool input represented inline or by reference."),
-    ]
+    root: str | ContentRef
 
 
 class ToolResultContent(
@@ -4722,369 +2147,167 @@ class ToolResultContent(
 ):
     root: Annotated[
         ToolResultTextContent | ToolResultEmbeddedResourceContent | ToolResultResourceContent | ToolResultFileEditContent | ToolResultTerminalContent | ToolResultSubagentContent,
-        Field(
-            description="Content block in a tool result.\n\nMirrors the content blocks in MCP `CallToolResult.content`, plus\n`ToolResultResourceContent` for lazy-loading large results,\n`ToolResultFileEditContent` for file edit diffs,\n`ToolResultTerminalContent` for live terminal output and\ncommand completion metadata, and\n`ToolResultSubagentContent` for tool-spawned worker chats (AHP extensions).",
-            discriminator="type",
-        ),
+        Field(discriminator="type"),
     ]
 
 
 class TerminalClaim(RootModel[TerminalClientClaim | TerminalSessionClaim]):
-    root: Annotated[
-        TerminalClientClaim | TerminalSessionClaim,
-        Field(
-            description="Describes who currently holds a terminal. A terminal may be claimed by\neither a connected client or a session (e.g. during a tool call)."
-        ),
-    ]
+    root: TerminalClientClaim | TerminalSessionClaim
 
 
 class AutomationTrigger(RootModel[AutomationScheduleTrigger | AutomationEventTrigger]):
-    root: Annotated[
-        AutomationScheduleTrigger | AutomationEventTrigger,
-        Field(
-            description="An automatic trigger that can create runs for an enabled automation.\n\nManual execution is not represented as a trigger. An empty trigger list\ntherefore means the automation is manual-only."
-        ),
-    ]
+    root: AutomationScheduleTrigger | AutomationEventTrigger
 
 
 class Changes(BaseModel):
-    resource: Annotated[URI | None, Field(description="Chat URI")] = None
-    title: Annotated[str | None, Field(description="Chat title")] = None
-    status: Annotated[
-        SessionStatus | None,
-        Field(description="Current chat status (reuses SessionStatus shape)"),
-    ] = None
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the chat is currently doing"
-        ),
-    ] = None
-    modifiedAt: Annotated[
-        str | None,
-        Field(
-            description='Last modification timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ] = None
-    changes: Annotated[
-        ChangesSummary | None,
-        Field(
-            description="Aggregate summary of file changes associated with this chat. Servers may\npopulate this to give clients a quick at-a-glance view of the chat's\nfootprint without requiring the client to subscribe to a changeset."
-        ),
-    ] = None
-    origin: Annotated[
-        ChatOrigin | None, Field(description="How this chat came into existence")
-    ] = None
-    movable: Annotated[
-        bool | None,
-        Field(
-            description="Whether this chat is structurally eligible to be the source of\n`moveChat`. Absence means `false`.\n\nSee {@link ChatState.movable} for the full semantics."
-        ),
-    ] = None
-    interactivity: Annotated[
-        ChatInteractivity | None,
-        Field(
-            description="How the user can interact with this chat. See {@link ChatInteractivity}.\n\nSupports agent-team patterns where worker chats are read-only or hidden.\nAbsence defaults to {@link ChatInteractivity.Full} for backward\ncompatibility."
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The subset of the session's working directories this chat uses.\nSee {@link ChatState.workingDirectories} for the full semantics."
-        ),
-    ] = None
+    resource: URI | None = None
+    title: str | None = None
+    status: SessionStatus | None = None
+    activity: str | None = None
+    modifiedAt: str | None = None
+    changes: ChangesSummary | None = None
+    origin: ChatOrigin | None = None
+    movable: bool | None = None
+    interactivity: ChatInteractivity | None = None
+    workingDirectories: list[URI] | None = None
 
 
 class SessionChatUpdatedAction(BaseModel):
     type: Literal["session/chatUpdated"]
-    chat: Annotated[
-        URI, Field(description="The URI of the chat whose summary changed.")
-    ]
-    changes: Annotated[
-        Changes,
-        Field(
-            description="Mutable summary fields that changed; omitted fields are unchanged.\n\nIdentity fields (`resource`) never change and MUST be omitted by\nsenders; receivers SHOULD ignore them if present."
-        ),
-    ]
+    chat: URI
+    changes: Changes
 
 
 class SessionChangesetsChangedAction(BaseModel):
     type: Literal["session/changesetsChanged"]
-    changesets: Annotated[
-        list[Changeset] | None,
-        Field(description="New catalogue, or `undefined` to clear it"),
-    ] = None
+    changesets: list[Changeset] | None = None
 
 
 class SessionServerToolsChangedAction(BaseModel):
     type: Literal["session/serverToolsChanged"]
-    tools: Annotated[
-        list[ToolDefinition],
-        Field(description="Updated server tools list (full replacement)"),
-    ]
+    tools: list[ToolDefinition]
 
 
 class SessionCustomizationToggledAction(BaseModel):
     type: Literal["session/customizationToggled"]
-    id: Annotated[str, Field(description="The id of the container or child to update.")]
-    enablement: Annotated[
-        list[CustomizationEnablement],
-        Field(
-            description="Explicit enablement decisions, replacing the previous list entirely."
-        ),
-    ]
+    id: str
+    enablement: list[CustomizationEnablement]
 
 
 class SessionMcpServerStateChangedAction(BaseModel):
     type: Literal["session/mcpServerStateChanged"]
-    id: Annotated[
-        str,
-        Field(description="The id of the {@link McpServerCustomization} to update."),
-    ]
-    state: Annotated[McpServerState, Field(description="The new lifecycle state.")]
-    channel: Annotated[
-        URI | None,
-        Field(
-            description="Updated `mcp://` side-channel URI. Full-replacement: omit to clear\nan existing channel (typical when leaving\n{@link McpServerStatus.Ready | `Ready`})."
-        ),
-    ] = None
+    id: str
+    state: McpServerState
+    channel: URI | None = None
 
 
 class ChatToolCallReadyAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallReady"]
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(
-            description="Final contributor metadata. MUST NOT change execution ownership established\nat `chat/toolCallStart`; a client contributor must keep the same `clientId`."
-        ),
-    ] = None
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Final human-readable description of what the tool invocation intends to do.\nWhen present, replaces the provisional intention from `chat/toolCallStart`."
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown,
-        Field(
-            description="Message describing what the tool will do or what confirmation is needed"
-        ),
-    ]
-    toolInput: Annotated[ToolInput | None, Field(description="Final tool input")] = None
-    confirmationTitle: Annotated[
-        StringOrMarkdown | None,
-        Field(
-            description='Short title for the confirmation prompt (e.g. `"Run in terminal"`, `"Write file"`)'
-        ),
-    ] = None
-    riskAssessment: Annotated[
-        ToolCallRiskAssessment | None,
-        Field(
-            description="Risk assessment that informed the confirmation requirement."
-        ),
-    ] = None
-    edits: Annotated[
-        FileEditCollection | None,
-        Field(
-            description="File edits that this tool call will perform, for preview before confirmation"
-        ),
-    ] = None
-    editable: Annotated[
-        bool | None,
-        Field(
-            description="Whether the agent host allows the client to edit the tool's input parameters before confirming"
-        ),
-    ] = None
-    confirmed: Annotated[
-        ToolCallConfirmationReason | None,
-        Field(
-            description="If set, the tool was auto-confirmed and transitions directly to `running`"
-        ),
-    ] = None
-    options: Annotated[
-        list[ConfirmationOption] | None,
-        Field(
-            description="Options the server offers for this confirmation. When present, the client\nSHOULD render these instead of a plain approve/deny UI. Each option\nbelongs to a {@link ConfirmationOptionGroup} so the client can still\ncategorise the choices."
-        ),
-    ] = None
+    contributor: ToolCallContributor | None = None
+    intention: str | None = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
+    confirmationTitle: StringOrMarkdown | None = None
+    riskAssessment: ToolCallRiskAssessment | None = None
+    edits: FileEditCollection | None = None
+    editable: bool | None = None
+    confirmed: ToolCallConfirmationReason | None = None
+    options: list[ConfirmationOption] | None = None
 
 
 class ChatToolCallContentChangedAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallContentChanged"]
-    content: Annotated[
-        list[ToolResultContent],
-        Field(description="The current partial content for the running tool call"),
-    ]
+    content: list[ToolResultContent]
 
 
 class ChatToolCallAuthRequiredAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallAuthRequired"]
-    auth: Annotated[
-        McpAuthRequirement,
-        Field(description="The authentication challenge blocking this invocation."),
-    ]
+    auth: McpAuthRequirement
 
 
 class ChatBackgroundWorkSetAction(BaseModel):
     type: Literal["chat/backgroundWorkSet"]
-    work: Annotated[BackgroundWork, Field(description="The complete entry.")]
+    work: BackgroundWork
 
 
 class ChatChangesetsChangedAction(BaseModel):
     type: Literal["chat/changesetsChanged"]
-    changesets: Annotated[
-        list[Changeset] | None,
-        Field(description="New catalogue, or `undefined` to clear it."),
-    ] = None
+    changesets: list[Changeset] | None = None
 
 
 class ChatCanvasesChangedAction(BaseModel):
     type: Literal["chat/canvasesChanged"]
-    canvases: Annotated[
-        list[CanvasReference] | None,
-        Field(
-            description="New canvas channel references, or `undefined` to clear the collection."
-        ),
-    ] = None
+    canvases: list[CanvasReference] | None = None
 
 
 class ChatPendingMessageRemovedAction(BaseModel):
     type: Literal["chat/pendingMessageRemoved"]
-    kind: Annotated[
-        PendingMessageKind,
-        Field(description="Whether this is a steering or queued message"),
-    ]
-    id: Annotated[str, Field(description="Identifier of the pending message to remove")]
+    kind: PendingMessageKind
+    id: str
 
 
 class ChatInputAnswerChangedAction(BaseModel):
     type: Literal["chat/inputAnswerChanged"]
-    requestId: Annotated[str, Field(description="Input request identifier")]
-    questionId: Annotated[
-        str, Field(description="Question identifier within the input request")
-    ]
-    answer: Annotated[
-        ChatInputAnswer | None,
-        Field(description="Updated answer, or `undefined` to clear an answer draft"),
-    ] = None
+    requestId: str
+    questionId: str
+    answer: ChatInputAnswer | None = None
 
 
 class ChatInputCompletedAction(BaseModel):
     type: Literal["chat/inputCompleted"]
-    requestId: Annotated[str, Field(description="Input request identifier")]
-    response: Annotated[ChatInputResponseKind, Field(description="Completion outcome")]
-    answers: Annotated[
-        dict[str, ChatInputAnswer] | None,
-        Field(description="Optional final answer replacement, keyed by question ID"),
-    ] = None
+    requestId: str
+    response: ChatInputResponseKind
+    answers: dict[str, ChatInputAnswer] | None = None
 
 
 class CanvasStateChangedAction(BaseModel):
     type: Literal["canvas/stateChanged"]
-    canvas: Annotated[CanvasState, Field(description="New authoritative canvas state.")]
+    canvas: CanvasState
 
 
 class TerminalClaimedAction(BaseModel):
     type: Literal["terminal/claimed"]
-    claim: Annotated[TerminalClaim, Field(description="The new claim")]
+    claim: TerminalClaim
 
 
 class ChangesetFileSetAction(BaseModel):
     type: Literal["changeset/fileSet"]
-    file: Annotated[
-        ChangesetFile, Field(description="The new or replacement file entry.")
-    ]
+    file: ChangesetFile
 
 
 class ChangesetContentChangedAction(BaseModel):
     type: Literal["changeset/contentChanged"]
-    files: Annotated[
-        list[ChangesetFile], Field(description="Full replacement file list.")
-    ]
-    operations: Annotated[
-        list[ChangesetOperation] | None,
-        Field(
-            description="Full replacement operation list. Omit when operations are unchanged."
-        ),
-    ] = None
+    files: list[ChangesetFile]
+    operations: list[ChangesetOperation] | None = None
 
 
 class ChangesetOperationsChangedAction(BaseModel):
     type: Literal["changeset/operationsChanged"]
-    operations: Annotated[
-        list[ChangesetOperation] | None,
-        Field(
-            description="Updated operation list. Pass `undefined` to clear all operations."
-        ),
-    ] = None
+    operations: list[ChangesetOperation] | None = None
 
 
 class AnnotationsUpdatedAction(BaseModel):
     type: Literal["annotations/updated"]
-    annotationId: Annotated[
-        str, Field(description="The {@link Annotation.id} of the annotation to update.")
-    ]
-    origin: Annotated[
-        AnnotationOrigin | None,
-        Field(
-            description="Replaces the annotation's provenance. Omit to leave it unchanged."
-        ),
-    ] = None
-    resource: Annotated[
-        URI | None,
-        Field(
-            description="Re-anchors the annotation to this file. Omit to leave the current\n{@link Annotation.resource} unchanged."
-        ),
-    ] = None
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Narrows the annotation to this range within {@link resource}. Omit to\nleave the current {@link Annotation.range} unchanged; this action cannot\nclear an existing range — dispatch {@link AnnotationsSetAction} to\nre-anchor to the whole file."
-        ),
-    ] = None
-    resolved: Annotated[
-        bool | None,
-        Field(
-            description="Marks the annotation resolved (`true`) or re-opens it (`false`). Omit to\nleave the current {@link Annotation.resolved} state unchanged."
-        ),
-    ] = None
+    annotationId: str
+    origin: AnnotationOrigin | None = None
+    resource: URI | None = None
+    range: TextRange | None = None
+    resolved: bool | None = None
 
 
 class AnnotationsEntrySetAction(BaseModel):
     type: Literal["annotations/entrySet"]
-    annotationId: Annotated[
-        str, Field(description="The {@link Annotation.id} the entry belongs to.")
-    ]
-    entry: Annotated[
-        AnnotationEntry, Field(description="The new or replacement entry.")
-    ]
+    annotationId: str
+    entry: AnnotationEntry
 
 
 class Changes1(BaseModel):
@@ -5093,110 +2316,35 @@ class Changes1(BaseModel):
 
 class ResourceWatchChangedAction(BaseModel):
     type: Literal["resourceWatch/changed"]
-    changes: Annotated[
-        Changes1,
-        Field(
-            description="The set of changes in this batch, wrapped for forward compatibility."
-        ),
-    ]
+    changes: Changes1
 
 
 class InitializeParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    protocolVersions: Annotated[
-        list[str],
-        Field(
-            description='Protocol versions the client is willing to speak, ordered from most\npreferred to least preferred. Each entry is a [SemVer](https://semver.org)\n`MAJOR.MINOR.PATCH` string (e.g. `"0.1.0"`).\n\nThe server selects the highest offered SemVer within its supported\ncaret-compatible ranges and returns that exact entry as\n`InitializeResult.protocolVersion`.\nIf the server cannot speak any of the offered versions, it MUST return\nerror code `-32005` (`UnsupportedProtocolVersion`) with required\n`UnsupportedProtocolVersionErrorData` containing `supportedVersions`.'
-        ),
-    ]
-    clientId: Annotated[str, Field(description="Unique client identifier")]
-    clientInfo: Annotated[
-        Implementation | None,
-        Field(
-            description="Optional identity of the client implementation (name and version).\nInformational only — see {@link Implementation} for how it may and may not\nbe used. Distinct from {@link InitializeParams.clientId | `clientId`},\nwhich is an opaque per-connection identifier used for reconnection, not a\nhuman-readable implementation name."
-        ),
-    ] = None
-    initialSubscriptions: Annotated[
-        list[URI] | None, Field(description="URIs to subscribe to during handshake")
-    ] = None
-    locale: Annotated[
-        str | None,
-        Field(
-            description='IETF BCP 47 language tag indicating the client\'s preferred locale\n(e.g. `"en-US"`, `"ja"`). The server SHOULD use this to localise\nuser-facing strings such as confirmation option labels.'
-        ),
-    ] = None
-    capabilities: Annotated[
-        ClientCapabilities | None,
-        Field(
-            description='Optional client capability declarations.\n\nServers SHOULD only advertise features whose corresponding client\ncapability is set here. Absent means "not declared" — the server\nMUST assume the client does not support the feature.'
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    protocolVersions: list[str]
+    clientId: str
+    clientInfo: Implementation | None = None
+    initialSubscriptions: list[URI] | None = None
+    locale: str | None = None
+    capabilities: ClientCapabilities | None = None
 
 
 class AutomationCapabilities(BaseModel):
-    create: Annotated[
-        AutomationCreateCapability | None,
-        Field(
-            description="Present when clients may dispatch {@link AutomationCreateRequestedAction}."
-        ),
-    ] = None
-    schedules: Annotated[
-        AutomationScheduleCapabilities | None,
-        Field(
-            description="Present when definitions may contain {@link AutomationScheduleTrigger | schedule triggers}."
-        ),
-    ] = None
-    runCancellation: Annotated[
-        AutomationRunCancellationCapability | None,
-        Field(
-            description="Present when clients may request cancellation of `pending` or `running`\nautomation runs."
-        ),
-    ] = None
-    runHistoryLimit: Annotated[
-        int | float | None,
-        Field(
-            description="Maximum terminal entries retained in {@link AutomationEntry.runs}. Active\nruns are not counted toward the limit. Absence means the retention limit is\nimplementation-defined."
-        ),
-    ] = None
-    customizations: Annotated[
-        AutomationCustomizationsCapability | None,
-        Field(
-            description="Present when {@link AutomationSessionTemplate.customizations} may contain\nclient plugins for the host to capture."
-        ),
-    ] = None
+    create: AutomationCreateCapability | None = None
+    schedules: AutomationScheduleCapabilities | None = None
+    runCancellation: AutomationRunCancellationCapability | None = None
+    runHistoryLimit: int | float | None = None
+    customizations: AutomationCustomizationsCapability | None = None
 
 
 class ReconnectParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str, Field(description="Client identifier from the original connection")
-    ]
-    lastSeenServerSeq: Annotated[
-        int | float, Field(description="Last `serverSeq` the client received")
-    ]
-    subscriptions: Annotated[
-        list[URI], Field(description="URIs the client was subscribed to")
-    ]
-    windows: Annotated[
-        ChannelDeliveryResumeOptions | None,
-        Field(
-            description="Resume information for windowed subscriptions also named in subscriptions.\nThese channels recover independently and MUST NOT appear in inline legacy\nactions/snapshots. Delivery queues and credit counters restart on the new\ntransport; channel state recovers from action checkpoints or snapshots.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str
+    lastSeenServerSeq: int | float
+    subscriptions: list[URI]
+    windows: ChannelDeliveryResumeOptions | None = None
 
 
 class ChannelDeliveryResumeResult(BaseModel):
@@ -5204,1047 +2352,335 @@ class ChannelDeliveryResumeResult(BaseModel):
 
 
 class SubscribeParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this command targets.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    delivery: Annotated[
-        SubscriptionDeliveryOptions | None,
-        Field(
-            description="Optional delivery preferences for this subscription.\n\nServers MAY use these preferences to buffer and coalesce high-frequency\nupdates while preserving the same reduced state. Omit this field for the\nserver's default delivery behavior."
-        ),
-    ] = None
-    view: Annotated[
-        SubscribeView | None,
-        Field(
-            description="Optional client-requested shape for the returned snapshot.\n\nServers that do not understand a requested view ignore it and return their\ndefault snapshot. Clients MUST tolerate receiving more state than requested."
-        ),
-    ] = None
-    flowControl: Annotated[
-        SubscriptionFlowControlOptions | None,
-        Field(
-            description="Offer bounded fragmented delivery. The host accepts with result.flowControl;\nabsence means ordinary delivery, including on hosts that ignore this option.\nNeither peer may send frames until the response explicitly accepts them.\nApplies to this subscriber, not shared channel state or other viewers.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    delivery: SubscriptionDeliveryOptions | None = None
+    view: SubscribeView | None = None
+    flowControl: SubscriptionFlowControlOptions | None = None
 
 
 class ResourceReadParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[str, Field(description="Content URI from a `ContentRef`")]
-    encoding: Annotated[
-        ContentEncoding | None,
-        Field(
-            description="Preferred encoding for the returned data (default: server-chosen)"
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: str
+    encoding: ContentEncoding | None = None
 
 
 class ResourceReadResult(BaseModel):
-    data: Annotated[str, Field(description="Content encoded as a string")]
-    encoding: Annotated[ContentEncoding, Field(description="How `data` is encoded")]
-    contentType: Annotated[
-        str | None,
-        Field(description='Content type (e.g. `"image/png"`, `"text/plain"`)'),
-    ] = None
+    data: str
+    encoding: ContentEncoding
+    contentType: str | None = None
 
 
 class ResourceWriteParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="Target file URI on the server filesystem")]
-    data: Annotated[str, Field(description="Content encoded as a string")]
-    encoding: Annotated[ContentEncoding, Field(description="How `data` is encoded")]
-    contentType: Annotated[
-        str | None,
-        Field(description='Content type (e.g. `"text/plain"`, `"image/png"`)'),
-    ] = None
-    createOnly: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the server MUST fail if the file already exists instead of\noverwriting it. Useful for safe creation of new files."
-        ),
-    ] = None
-    mode: Annotated[
-        ResourceWriteMode | None,
-        Field(
-            description="How `data` is placed within the target file. Defaults to `'truncate'`\n(full overwrite) when omitted. See {@link ResourceWriteMode} for the\nmeaning of each mode and how it interprets {@link position}."
-        ),
-    ] = None
-    position: Annotated[
-        int | float | None,
-        Field(
-            description="Byte offset interpreted according to {@link mode}. Defaults to `0`.\n- `truncate`: offset from the start of the file at which to truncate\n  before writing.\n- `append`: bytes back from EOF at which to insert `data`.\n- `insert`: offset from the start of the file at which to splice in\n  `data`."
-        ),
-    ] = None
-    ifMatch: Annotated[
-        str | None,
-        Field(
-            description="Optimistic-concurrency token previously returned by\n{@link ResourceResolveResult.etag}. When set, the server MUST fail with\n`Conflict` if the current `etag` does not match — preventing lost\nupdates between a `resourceResolve` and a subsequent `resourceWrite`."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    data: str
+    encoding: ContentEncoding
+    contentType: str | None = None
+    createOnly: bool | None = None
+    mode: ResourceWriteMode | None = None
+    position: int | float | None = None
+    ifMatch: str | None = None
 
 
 class ResourceResolveResult(BaseModel):
-    uri: Annotated[
-        URI,
-        Field(
-            description="Canonical URI after symlink resolution. Equal to the requested URI when\n`followSymlinks` is `false` or the URI does not traverse a symlink."
-        ),
-    ]
-    type: Annotated[ResourceType, Field(description="Resource kind.")]
-    size: Annotated[
-        int | float | None,
-        Field(
-            description="Size in bytes. Omitted for directories when the provider cannot\ncheaply compute it."
-        ),
-    ] = None
-    mtime: Annotated[
-        str | None,
-        Field(description="Last-modified time in ISO 8601 format, when known."),
-    ] = None
-    ctime: Annotated[
-        str | None, Field(description="Creation time in ISO 8601 format, when known.")
-    ] = None
-    contentType: Annotated[
-        str | None,
-        Field(
-            description='Sniffed MIME type, when known (e.g. `"text/plain"`, `"image/png"`).'
-        ),
-    ] = None
-    etag: Annotated[
-        str | None,
-        Field(
-            description="Opaque per-provider version token. When present, pass it as\n{@link ResourceWriteParams.ifMatch} on a subsequent `resourceWrite` to\ndetect concurrent modifications."
-        ),
-    ] = None
+    uri: URI
+    type: ResourceType
+    size: int | float | None = None
+    mtime: str | None = None
+    ctime: str | None = None
+    contentType: str | None = None
+    etag: str | None = None
 
 
 class ResolveSessionConfigResult(BaseModel):
-    schema_: Annotated[
-        SessionConfigSchema,
-        Field(
-            alias="schema",
-            description="JSON Schema describing available configuration properties given the current context",
-        ),
-    ]
-    values: Annotated[
-        dict[str, Any],
-        Field(
-            description="Current configuration values (echoed back with server-resolved defaults applied)"
-        ),
-    ]
+    schema_: Annotated[SessionConfigSchema, Field(alias="schema")]
+    values: dict[str, Any]
 
 
 class CompletionsParams(BaseModel):
-    channel: Annotated[
-        URI, Field(description="The chat URI the completion is being requested for.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    kind: Annotated[
-        CompletionItemKind,
-        Field(description="What kind of completion is being requested."),
-    ]
-    text: Annotated[
-        str,
-        Field(
-            description="The complete text of the input being completed (e.g. the full user\nmessage text typed so far)."
-        ),
-    ]
-    offset: Annotated[
-        int | float,
-        Field(
-            description="The character offset within `text` at which the completion is requested,\nmeasured in UTF-16 code units. MUST satisfy `0 <= offset <= text.length`."
-        ),
-    ]
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    kind: CompletionItemKind
+    text: str
+    offset: int | float
 
 
 class CompletionItem(BaseModel):
-    insertText: Annotated[
-        str,
-        Field(
-            description="The text inserted into the input when this item is accepted."
-        ),
-    ]
-    rangeStart: Annotated[
-        int | float | None,
-        Field(
-            description="If defined, the start of the range in the input's `text` that is replaced\nby `insertText`. The range is the half-open interval\n`[rangeStart, rangeEnd)` of character offsets, measured in UTF-16 code\nunits.\n\nWhen omitted, the client SHOULD insert `insertText` at the cursor.\n\nNote: this range refers to positions in the *current* input. The\nattachment's own `rangeStart`/`rangeEnd` (when present) refer to\npositions in the final {@link Message.text} after the item is\naccepted."
-        ),
-    ] = None
-    rangeEnd: Annotated[
-        int | float | None,
-        Field(
-            description="The end of the range in the input's `text` that is replaced by\n`insertText`. See {@link rangeStart}."
-        ),
-    ] = None
-    attachment: Annotated[
-        MessageAttachment,
-        Field(description="The attachment associated with this completion item."),
-    ]
+    insertText: str
+    rangeStart: int | float | None = None
+    rangeEnd: int | float | None = None
+    attachment: MessageAttachment
 
 
 class CompletionsResult(BaseModel):
-    items: Annotated[
-        list[CompletionItem],
-        Field(
-            description="The completion items, in the order the server suggests displaying them."
-        ),
-    ]
+    items: list[CompletionItem]
 
 
 class MoveChatParams(BaseModel):
-    channel: Annotated[URI, Field(description="Source chat URI.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    destination: Annotated[
-        ChatMoveDestination, Field(description="Atomic move destination.")
-    ]
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    destination: ChatMoveDestination
 
 
 class CreateTerminalParams(BaseModel):
-    channel: Annotated[URI, Field(description="Terminal URI (client-chosen).")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    claim: Annotated[TerminalClaim, Field(description="Initial owner of the terminal")]
-    name: Annotated[str | None, Field(description="Human-readable terminal name")] = (
-        None
-    )
-    cwd: Annotated[URI | None, Field(description="Initial working directory URI")] = (
-        None
-    )
-    cols: Annotated[
-        int | float | None, Field(description="Initial terminal width in columns")
-    ] = None
-    rows: Annotated[
-        int | float | None, Field(description="Initial terminal height in rows")
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    claim: TerminalClaim
+    name: str | None = None
+    cwd: URI | None = None
+    cols: int | float | None = None
+    rows: int | float | None = None
 
 
 class ChangesetOperationFollowUp(BaseModel):
     content: ContentRef
-    external: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, open in an external handler rather than inline."
-        ),
-    ] = None
+    external: bool | None = None
 
 
 class InvokeChangesetOperationParams(BaseModel):
-    channel: Annotated[URI, Field(description="The expanded changeset URI.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    operationId: Annotated[
-        str,
-        Field(
-            description="Matches {@link ChangesetOperation.id} from the changeset's `operations` list."
-        ),
-    ]
-    target: Annotated[
-        ChangesetOperationTarget | None,
-        Field(
-            description="Target of the operation. Required iff the chosen scope is\n`'resource'` or `'range'`. Omit for changeset-scoped operations."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    operationId: str
+    target: ChangesetOperationTarget | None = None
 
 
 class InvokeChangesetOperationResult(BaseModel):
-    message: Annotated[
-        StringOrMarkdown | None,
-        Field(description="Optional human-readable message describing the result."),
-    ] = None
-    followUp: Annotated[
-        ChangesetOperationFollowUp | None,
-        Field(
-            description="Optional follow-up: a URI to open (e.g. a PR), a content ref, etc."
-        ),
-    ] = None
+    message: StringOrMarkdown | None = None
+    followUp: ChangesetOperationFollowUp | None = None
 
 
 class ListAutomationTriggerDefinitionsResult(BaseModel):
-    items: Annotated[
-        list[AutomationTriggerDefinition],
-        Field(description="Available event trigger definitions."),
-    ]
+    items: list[AutomationTriggerDefinition]
 
 
 class AuthRequiredParams(BaseModel):
-    channel: Annotated[
-        URI, Field(description="Channel URI this notification belongs to")
-    ]
-    resource: Annotated[
-        ProtectedResourceMetadata,
-        Field(
-            description="Complete RFC 9728 metadata for the protected resource that requires authentication"
-        ),
-    ]
-    reason: Annotated[
-        AuthRequiredReason | None, Field(description="Why authentication is required")
-    ] = None
+    channel: URI
+    resource: ProtectedResourceMetadata
+    reason: AuthRequiredReason | None = None
 
 
 class SessionMetadata(BaseModel):
-    provider: Annotated[str, Field(description="Agent provider ID")]
-    title: Annotated[str, Field(description="Session title")]
-    status: Annotated[SessionStatus, Field(description="Current session status")]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the session is currently doing"
-        ),
-    ] = None
-    origin: Annotated[
-        SessionOrigin | None,
-        Field(
-            description="Durable {@link AutomationSessionOrigin}, when an automation run created this session."
-        ),
-    ] = None
-    project: Annotated[
-        ProjectInfo | None, Field(description="Server-owned project for this session")
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The working directories the session's agent has tool access to, as\nmaintained by working-directory actions. Directories are equal peers except\nwhen the agent advertises\n{@link MultipleWorkingDirectoriesCapability.immutablePrimary} without\n{@link MultipleWorkingDirectoriesCapability.primaryReplacement} (the first\nentry is then a fixed process root), or advertises `primaryReplacement`\n(the first entry is a protected, replaceable primary slot). Individual chats\nMAY restrict to a subset via\n{@link ChatSummary.workingDirectories | their own `workingDirectories`}; a\nchat that sets none operates against this full set."
-        ),
-    ] = None
-    annotations: Annotated[
-        AnnotationsSummary | None,
-        Field(
-            description="Lightweight summary of this session's inline annotations channel\n(`ahp-session:/<uuid>/annotations`). Surfaced so badge UI can render\nannotation / entry counts without subscribing. Absent when the session\ndoes not expose an annotations channel."
-        ),
-    ] = None
+    provider: str
+    title: str
+    status: SessionStatus
+    activity: str | None = None
+    origin: SessionOrigin | None = None
+    project: ProjectInfo | None = None
+    workingDirectories: list[URI] | None = None
+    annotations: AnnotationsSummary | None = None
 
 
 class SessionChatSummary(BaseModel):
-    resource: Annotated[URI, Field(description="Canonical chat URI")]
-    title: Annotated[str, Field(description="Human-readable chat title")]
-    origin: Annotated[
-        ChatOrigin | None, Field(description="How this chat was created, when known")
-    ] = None
-    interactivity: Annotated[
-        ChatInteractivity | None,
-        Field(
-            description="How the user can interact with this chat.\n\nGeneric clients use this to omit hidden chats and disable input for\nread-only chats. Absence defaults to {@link ChatInteractivity.Full} for\nbackward compatibility."
-        ),
-    ] = None
-    status: Annotated[
-        SessionStatus | None,
-        Field(
-            description="Current chat status, matching {@link ChatSummary.status}.\n\nIncludes the activity bits and the orthogonal {@link SessionStatus.IsRead}\nand {@link SessionStatus.IsArchived} flags. Generic clients use these bits\nto present read, unread, or archived chats in session lists without\nsubscribing to the session or chat channel. Absence means the host did\nnot provide the status; clients MUST treat it as unknown, not as unread\nor unarchived."
-        ),
-    ] = None
-    changes: Annotated[
-        ChangesSummary | None,
-        Field(
-            description="Aggregate summary of file changes associated with this chat.\n\nServers may populate this so session lists can show per-chat change\ncounts without subscribing to the session or chat channel. Updates travel\nwith the rest of the catalog in `root/sessionSummaryChanged`."
-        ),
-    ] = None
+    resource: URI
+    title: str
+    origin: ChatOrigin | None = None
+    interactivity: ChatInteractivity | None = None
+    status: SessionStatus | None = None
+    changes: ChangesSummary | None = None
 
 
 class McpServerCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["mcpServer"]
-    enablement: Annotated[
-        list[CustomizationEnablement] | None,
-        Field(
-            description="Explicit enablement decisions for this customization, one entry per scope\nthat has one. This is a wire contract: producers MUST publish entries\nsorted by descending specificity (Session, Workspace, then Global).\nThe agent host emits at most one Workspace entry, for the session's primary\nworking directory. Consumers MAY treat\n`enablement[0]` as the decisive decision and\n`enablement?.[0]?.enabled ?? true` as the effective enabled value. An\nabsent or empty array means no explicit decision exists, so the\ncustomization is enabled by default.\n\nFlows in both directions. A client publishes this alongside a customization\nto assert its global decision, which is authoritative for the Global scope;\na client always includes its global entry, even when enabled. The host\npublishes the fully resolved set across all scopes, and consumers derive\nthe effective enabled value from that set."
-        ),
-    ] = None
-    state: Annotated[
-        McpServerState, Field(description="Current lifecycle state of the MCP server.")
-    ]
-    channel: Annotated[
-        URI | None,
-        Field(
-            description="An `mcp://`-protocol channel the client uses to side-channel traffic\ninto the upstream MCP server itself. The channel is NOT a fresh raw MCP\nconnection: it piggybacks on the AHP transport\nand skips the MCP `initialize` sequence.\n\nThe agent host MAY only serve a subset of MCP on this\nchannel; the served subset is described by domain-specific\ncapabilities such as those in\n{@link McpServerCustomizationApps.capabilities}.\n\nThe channel URI SHOULD be stable across the server's lifetime, but\nthe agent host MAY change it (for example across a restart) and\nMAY only expose it while the server is in\n{@link McpServerStatus.Ready | `Ready`}. Absence means no\nside-channel is currently available."
-        ),
-    ] = None
-    mcpApp: Annotated[
-        McpServerCustomizationApps | None,
-        Field(
-            description="MCP App support. This property SHOULD be advertised for MCP servers\nwhich support apps."
-        ),
-    ] = None
+    enablement: list[CustomizationEnablement] | None = None
+    state: McpServerState
+    channel: URI | None = None
+    mcpApp: McpServerCustomizationApps | None = None
 
 
 class ChatSummary(BaseModel):
-    resource: Annotated[URI, Field(description="Chat URI")]
-    title: Annotated[str, Field(description="Chat title")]
-    status: Annotated[
-        SessionStatus,
-        Field(description="Current chat status (reuses SessionStatus shape)"),
-    ]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the chat is currently doing"
-        ),
-    ] = None
-    modifiedAt: Annotated[
-        str,
-        Field(
-            description='Last modification timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ]
-    changes: Annotated[
-        ChangesSummary | None,
-        Field(
-            description="Aggregate summary of file changes associated with this chat. Servers may\npopulate this to give clients a quick at-a-glance view of the chat's\nfootprint without requiring the client to subscribe to a changeset."
-        ),
-    ] = None
-    origin: Annotated[
-        ChatOrigin | None, Field(description="How this chat came into existence")
-    ] = None
-    movable: Annotated[
-        bool | None,
-        Field(
-            description="Whether this chat is structurally eligible to be the source of\n`moveChat`. Absence means `false`.\n\nSee {@link ChatState.movable} for the full semantics."
-        ),
-    ] = None
-    interactivity: Annotated[
-        ChatInteractivity | None,
-        Field(
-            description="How the user can interact with this chat. See {@link ChatInteractivity}.\n\nSupports agent-team patterns where worker chats are read-only or hidden.\nAbsence defaults to {@link ChatInteractivity.Full} for backward\ncompatibility."
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The subset of the session's working directories this chat uses.\nSee {@link ChatState.workingDirectories} for the full semantics."
-        ),
-    ] = None
+    resource: URI
+    title: str
+    status: SessionStatus
+    activity: str | None = None
+    modifiedAt: str
+    changes: ChangesSummary | None = None
+    origin: ChatOrigin | None = None
+    movable: bool | None = None
+    interactivity: ChatInteractivity | None = None
+    workingDirectories: list[URI] | None = None
 
 
 class ChatInputRequest(BaseModel):
-    id: Annotated[str, Field(description="Stable request identifier")]
-    message: Annotated[
-        str | None, Field(description="Display message for the request as a whole")
-    ] = None
-    url: Annotated[
-        URI | None,
-        Field(
-            description="URL the user should review or open, for URL-style elicitations"
-        ),
-    ] = None
-    questions: Annotated[
-        list[ChatInputQuestion] | None,
-        Field(description="Ordered questions to ask the user"),
-    ] = None
-    answers: Annotated[
-        dict[str, ChatInputAnswer] | None,
-        Field(description="Current draft or submitted answers, keyed by question ID"),
-    ] = None
+    id: str
+    message: str | None = None
+    url: URI | None = None
+    questions: list[ChatInputQuestion] | None = None
+    answers: dict[str, ChatInputAnswer] | None = None
 
 
 class Message(BaseModel):
-    text: Annotated[str, Field(description="Message text")]
-    origin: Annotated[MessageOrigin, Field(description="The origin of the message")]
-    attachments: Annotated[
-        list[MessageAttachment] | None, Field(description="File/selection attachments")
-    ] = None
-    model: Annotated[
-        ModelSelection | None,
-        Field(
-            description="The model this message was, or will be, sent with.\n\nFor historic user/agent messages this records the model actually used, so\na client editing or resending the message can retain that selection. For a\n{@link ChatState.draft | draft} it carries the model the user picked for\nthe message they are composing. Absent means the agent host's default\nmodel applies."
-        ),
-    ] = None
-    agent: Annotated[
-        AgentSelection | None,
-        Field(
-            description="The custom agent this message was, or will be, sent with.\n\nFor historic messages this records the agent actually used; for a\n{@link ChatState.draft | draft} it carries the agent the user picked.\nAbsent means no custom agent — the provider's default behavior applies."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this message.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry context that does not fit any other\nfield. Mirrors the MCP `_meta` convention.",
-        ),
-    ] = None
+    text: str
+    origin: MessageOrigin
+    attachments: list[MessageAttachment] | None = None
+    model: ModelSelection | None = None
+    agent: AgentSelection | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class InputRequestResponsePart(BaseModel):
-    kind: Annotated[Literal["inputRequest"], Field(description="Discriminant")]
-    request: Annotated[
-        ChatInputRequest,
-        Field(
-            description="The request, carrying its `id`, `message`, `url`, `questions`, and current\ndraft or submitted `answers`."
-        ),
-    ]
-    response: Annotated[
-        ChatInputResponseKind | None,
-        Field(
-            description="How the request was resolved. Absent until a client submits `accept`,\n`decline`, or `cancel` with `chat/inputCompleted`."
-        ),
-    ] = None
+    kind: Literal["inputRequest"]
+    request: ChatInputRequest
+    response: ChatInputResponseKind | None = None
 
 
 class ToolCallParameterFields(BaseModel):
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
 
 
 class ToolCallResult(BaseModel):
-    success: Annotated[bool, Field(description="Whether the tool succeeded")]
-    pastTenseMessage: Annotated[
-        StringOrMarkdown,
-        Field(description="Past-tense description of what the tool did"),
-    ]
-    content: Annotated[
-        list[ToolResultContent] | None,
-        Field(
-            description="Unstructured result content blocks.\n\nThis mirrors the `content` field of MCP `CallToolResult`."
-        ),
-    ] = None
-    structuredContent: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Optional structured result object.\n\nThis mirrors the `structuredContent` field of MCP `CallToolResult`."
-        ),
-    ] = None
-    error: Annotated[
-        Error | None, Field(description="Error details if the tool failed")
-    ] = None
+    success: bool
+    pastTenseMessage: StringOrMarkdown
+    content: list[ToolResultContent] | None = None
+    structuredContent: dict[str, Any] | None = None
+    error: Error | None = None
 
 
 class ToolCallPendingConfirmationState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
     status: Literal["pending-confirmation"]
-    confirmationTitle: Annotated[
-        StringOrMarkdown | None,
-        Field(
-            description='Short title for the confirmation prompt (e.g. `"Run in terminal"`, `"Write file"`)'
-        ),
-    ] = None
-    riskAssessment: Annotated[
-        ToolCallRiskAssessment | None,
-        Field(
-            description="Risk assessment that informed the confirmation requirement."
-        ),
-    ] = None
-    edits: Annotated[
-        FileEditCollection | None,
-        Field(
-            description="File edits that this tool call will perform, for preview before confirmation"
-        ),
-    ] = None
-    editable: Annotated[
-        bool | None,
-        Field(
-            description="Whether the agent host allows the client to edit the tool's input parameters before confirming"
-        ),
-    ] = None
-    options: Annotated[
-        list[ConfirmationOption] | None,
-        Field(
-            description="Options the server offers for this confirmation. When present, the client\nSHOULD render these instead of a plain approve/deny UI. Each option\nbelongs to a {@link ConfirmationOptionGroup} so the client can still\ncategorise the choices."
-        ),
-    ] = None
+    confirmationTitle: StringOrMarkdown | None = None
+    riskAssessment: ToolCallRiskAssessment | None = None
+    edits: FileEditCollection | None = None
+    editable: bool | None = None
+    options: list[ConfirmationOption] | None = None
 
 
 class ToolCallRunningState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
-    confirmed: Annotated[
-        ToolCallConfirmationReason,
-        Field(description="How the tool was confirmed for execution"),
-    ]
-    selectedOption: Annotated[
-        ConfirmationOption | None,
-        Field(
-            description="The confirmation option the user selected, if confirmation options were provided"
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None = None
     status: Literal["running"]
-    content: Annotated[
-        list[ToolResultContent] | None,
-        Field(
-            description="Partial content produced while the tool is still executing.\n\nFor example, a terminal content block lets clients subscribe to live\noutput before the tool completes."
-        ),
-    ] = None
+    content: list[ToolResultContent] | None = None
 
 
 class ToolCallAuthRequiredState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallMcpContributor,
-        Field(
-            description="The MCP server that contributed this tool call — always MCP, never a client tool."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
-    confirmed: Annotated[
-        ToolCallConfirmationReason,
-        Field(description="How the tool was confirmed for execution"),
-    ]
-    selectedOption: Annotated[
-        ConfirmationOption | None,
-        Field(
-            description="The confirmation option the user selected, if confirmation options were provided"
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallMcpContributor
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None = None
     status: Literal["auth-required"]
-    auth: Annotated[
-        McpAuthRequirement,
-        Field(description="The authentication challenge blocking this invocation."),
-    ]
-    content: Annotated[
-        list[ToolResultContent] | None,
-        Field(
-            description="Partial content produced before the call paused for authentication."
-        ),
-    ] = None
+    auth: McpAuthRequirement
+    content: list[ToolResultContent] | None = None
 
 
 class ToolCallPendingResultConfirmationState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
-    success: Annotated[bool, Field(description="Whether the tool succeeded")]
-    pastTenseMessage: Annotated[
-        StringOrMarkdown,
-        Field(description="Past-tense description of what the tool did"),
-    ]
-    content: Annotated[
-        list[ToolResultContent] | None,
-        Field(
-            description="Unstructured result content blocks.\n\nThis mirrors the `content` field of MCP `CallToolResult`."
-        ),
-    ] = None
-    structuredContent: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Optional structured result object.\n\nThis mirrors the `structuredContent` field of MCP `CallToolResult`."
-        ),
-    ] = None
-    error: Annotated[
-        Error | None, Field(description="Error details if the tool failed")
-    ] = None
-    confirmed: Annotated[
-        ToolCallConfirmationReason,
-        Field(description="How the tool was confirmed for execution"),
-    ]
-    selectedOption: Annotated[
-        ConfirmationOption | None,
-        Field(
-            description="The confirmation option the user selected, if confirmation options were provided"
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
+    success: bool
+    pastTenseMessage: StringOrMarkdown
+    content: list[ToolResultContent] | None = None
+    structuredContent: dict[str, Any] | None = None
+    error: Error | None = None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None = None
     status: Literal["pending-result-confirmation"]
 
 
 class ToolCallCompletedState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
-    success: Annotated[bool, Field(description="Whether the tool succeeded")]
-    pastTenseMessage: Annotated[
-        StringOrMarkdown,
-        Field(description="Past-tense description of what the tool did"),
-    ]
-    content: Annotated[
-        list[ToolResultContent] | None,
-        Field(
-            description="Unstructured result content blocks.\n\nThis mirrors the `content` field of MCP `CallToolResult`."
-        ),
-    ] = None
-    structuredContent: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Optional structured result object.\n\nThis mirrors the `structuredContent` field of MCP `CallToolResult`."
-        ),
-    ] = None
-    error: Annotated[
-        Error | None, Field(description="Error details if the tool failed")
-    ] = None
-    confirmed: Annotated[
-        ToolCallConfirmationReason,
-        Field(description="How the tool was confirmed for execution"),
-    ]
-    selectedOption: Annotated[
-        ConfirmationOption | None,
-        Field(
-            description="The confirmation option the user selected, if confirmation options were provided"
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
+    success: bool
+    pastTenseMessage: StringOrMarkdown
+    content: list[ToolResultContent] | None = None
+    structuredContent: dict[str, Any] | None = None
+    error: Error | None = None
+    confirmed: ToolCallConfirmationReason
+    selectedOption: ConfirmationOption | None = None
     status: Literal["completed"]
 
 
 class ToolCallCancelledState(BaseModel):
-    toolCallId: Annotated[str, Field(description="Unique tool call identifier")]
-    toolName: Annotated[
-        str, Field(description="Internal tool name (for debugging/logging)")
-    ]
-    displayName: Annotated[str, Field(description="Human-readable tool name")]
-    intention: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the tool invocation intends to do"
-        ),
-    ] = None
-    contributor: Annotated[
-        ToolCallContributor | None,
-        Field(description="Reference to the contributor of the tool being called."),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nThis MAY include a `ui` field corresponding to the MCP Apps (SEP-1865)\n`McpUiToolMeta` found in MCP tool calls, which may be used in combination\nwith the {@link contributor} to serve MCP Apps.",
-        ),
-    ] = None
-    invocationMessage: Annotated[
-        StringOrMarkdown, Field(description="Message describing what the tool will do")
-    ]
-    toolInput: Annotated[
-        ToolInput | None,
-        Field(
-            description="Final tool input.\n\nReferenced input is mutable until the tool call leaves\n`pending-confirmation`. When the client confirms with `editedToolInput`,\nthe host MUST replace the resource contents before echoing the accepted\nconfirmation action. Clients MUST NOT cache tool input across confirmation."
-        ),
-    ] = None
+    toolCallId: str
+    toolName: str
+    displayName: str
+    intention: str | None = None
+    contributor: ToolCallContributor | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    invocationMessage: StringOrMarkdown
+    toolInput: ToolInput | None = None
     status: Literal["cancelled"]
-    reason: Annotated[
-        ToolCallCancellationReason, Field(description="Why the tool was cancelled")
-    ]
-    reasonMessage: Annotated[
-        StringOrMarkdown | None,
-        Field(description="Optional message explaining the cancellation"),
-    ] = None
-    userSuggestion: Annotated[
-        Message | None, Field(description="What the user suggested doing instead")
-    ] = None
-    selectedOption: Annotated[
-        ConfirmationOption | None,
-        Field(
-            description="The confirmation option the user selected, if confirmation options were provided"
-        ),
-    ] = None
+    reason: ToolCallCancellationReason
+    reasonMessage: StringOrMarkdown | None = None
+    userSuggestion: Message | None = None
+    selectedOption: ConfirmationOption | None = None
 
 
 class TerminalInfo(BaseModel):
-    resource: Annotated[
-        URI, Field(description="Terminal URI (subscribable for full terminal state)")
-    ]
-    title: Annotated[str, Field(description="Human-readable terminal title")]
-    claim: Annotated[
-        TerminalClaim, Field(description="Who currently holds this terminal")
-    ]
-    lifecycle: Annotated[
-        TerminalLifecycleState, Field(description="Current terminal process lifecycle.")
-    ]
+    resource: URI
+    title: str
+    claim: TerminalClaim
+    lifecycle: TerminalLifecycleState
 
 
 class TerminalState(BaseModel):
-    title: Annotated[str, Field(description="Human-readable terminal title")]
-    cwd: Annotated[
-        URI | None,
-        Field(description="Current working directory of the terminal process"),
-    ] = None
-    cols: Annotated[
-        int | float | None, Field(description="Terminal width in columns")
-    ] = None
-    rows: Annotated[
-        int | float | None, Field(description="Terminal height in rows")
-    ] = None
-    content: Annotated[
-        list[TerminalContentPart],
-        Field(
-            description="Typed content parts, replacing the flat `content: string`.\n\nNaive consumers that only need the raw VT stream can reconstruct it with:\n  `content.map(p => p.type === 'command' ? p.output : p.value).join('')`\n\nConsumers that need command boundaries can filter by part type."
-        ),
-    ]
-    lifecycle: Annotated[
-        TerminalLifecycleState, Field(description="Current terminal process lifecycle.")
-    ]
-    claim: Annotated[
-        TerminalClaim, Field(description="Who currently holds this terminal")
-    ]
-    supportsCommandDetection: Annotated[
-        bool | None,
-        Field(
-            description="Whether this terminal emits `terminal/commandExecuted` and\n`terminal/commandFinished` actions and populates `command`-typed parts.\n\nClients MUST check this flag before relying on command detection.\nDo NOT use the presence of a `command` part as a feature flag — parts\nare absent in the normal idle state."
-        ),
-    ] = None
-    isPty: Annotated[
-        bool | None,
-        Field(
-            description="Whether this terminal-style resource is backed by a pseudoterminal.\nWhen `false`, output is plain text and clients do not need to parse\nVT sequences."
-        ),
-    ] = None
+    title: str
+    cwd: URI | None = None
+    cols: int | float | None = None
+    rows: int | float | None = None
+    content: list[TerminalContentPart]
+    lifecycle: TerminalLifecycleState
+    claim: TerminalClaim
+    supportsCommandDetection: bool | None = None
+    isPty: bool | None = None
 
 
 class ChangesetState(BaseModel):
-    status: Annotated[ChangesetStatus, Field(description="Computation lifecycle.")]
-    error: Annotated[
-        ErrorInfo | None,
-        Field(description="Present iff `status === ChangesetStatus.Error`."),
-    ] = None
-    files: Annotated[
-        list[ChangesetFile],
-        Field(
-            description="Files in this changeset, keyed by {@link ChangesetFile.id}."
-        ),
-    ]
-    operations: Annotated[
-        list[ChangesetOperation] | None,
-        Field(
-            description="Operations the client may invoke against this changeset. Omit when no\noperations are available."
-        ),
-    ] = None
+    status: ChangesetStatus
+    error: ErrorInfo | None = None
+    files: list[ChangesetFile]
+    operations: list[ChangesetOperation] | None = None
 
 
 class Annotation(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable identifier within the annotations channel. Assigned by the client\nthat dispatches the creating {@link AnnotationsSetAction}."
-        ),
-    ]
-    origin: Annotated[
-        AnnotationOrigin,
-        Field(description="Provenance of the content this annotation is anchored to."),
-    ]
-    resource: Annotated[
-        URI, Field(description="The file the annotation is anchored to.")
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Range within {@link resource} the annotation is anchored to. When\nomitted the annotation is anchored to the entire file."
-        ),
-    ] = None
-    resolved: Annotated[
-        bool,
-        Field(
-            description="Whether the annotation has been resolved. Newly created annotations are\nalways unresolved (`false`); a client marks an annotation resolved (or\nre-opens it) by dispatching an {@link AnnotationsUpdatedAction} carrying\nthe updated flag (or an {@link AnnotationsSetAction} when replacing the\nwhole annotation)."
-        ),
-    ]
-    entries: Annotated[
-        list[AnnotationEntry],
-        Field(
-            description="Entries in this annotation, in dispatch order (oldest first). MUST\ncontain at least one entry."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Producer-defined opaque metadata, surfaced to tooling but not\ninterpreted by the protocol.",
-        ),
-    ] = None
+    id: str
+    origin: AnnotationOrigin
+    resource: URI
+    range: TextRange | None = None
+    resolved: bool
+    entries: list[AnnotationEntry]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChildCustomization(
@@ -6259,10 +2695,7 @@ class ChildCustomization(
 ):
     root: Annotated[
         AgentCustomization | SkillCustomization | PromptCustomization | RuleCustomization | HookCustomization | McpServerCustomization,
-        Field(
-            description="Child customizations that live inside a {@link PluginCustomization} or\n{@link DirectoryCustomization}.",
-            discriminator="type",
-        ),
+        Field(discriminator="type"),
     ]
 
 
@@ -6277,845 +2710,278 @@ class ToolCallState(
         | ToolCallCancelledState
     ]
 ):
-    root: Annotated[
-        ToolCallStreamingState | ToolCallPendingConfirmationState | ToolCallRunningState | ToolCallAuthRequiredState | ToolCallPendingResultConfirmationState | ToolCallCompletedState | ToolCallCancelledState,
-        Field(
-            description="Discriminated union of all tool call lifecycle states.\n\nSee the [state model guide](/guide/state-model.html#tool-call-lifecycle)\nfor the full state machine diagram."
-        ),
-    ]
+    root: ToolCallStreamingState | ToolCallPendingConfirmationState | ToolCallRunningState | ToolCallAuthRequiredState | ToolCallPendingResultConfirmationState | ToolCallCompletedState | ToolCallCancelledState
 
 
 class ToolCallConfirmationState(
     RootModel[ToolCallPendingConfirmationState | ToolCallPendingResultConfirmationState]
 ):
-    root: Annotated[
-        ToolCallPendingConfirmationState | ToolCallPendingResultConfirmationState,
-        Field(
-            description="The two tool-call states that block on a client confirmation: parameter\nconfirmation before execution ({@link ToolCallPendingConfirmationState}) and\nresult confirmation after execution\n({@link ToolCallPendingResultConfirmationState}).\n\n{@link ToolCallAuthRequiredState} is intentionally **not** part of this\nunion: it doesn't block on a `chat/toolCallConfirmed`-style client\ndecision, it blocks on the client completing an OAuth flow and calling\n`authenticate`. See {@link SessionToolAuthenticationRequest} for its\nsession-level surfacing.\n\nSurfaced at the session level by {@link SessionToolConfirmationRequest}."
-        ),
-    ]
+    root: ToolCallPendingConfirmationState | ToolCallPendingResultConfirmationState
 
 
 class RootTerminalsChangedAction(BaseModel):
     type: Literal["root/terminalsChanged"]
-    terminals: Annotated[
-        list[TerminalInfo],
-        Field(description="Updated terminal list (full replacement)"),
-    ]
+    terminals: list[TerminalInfo]
 
 
 class SessionChatAddedAction(BaseModel):
     type: Literal["session/chatAdded"]
-    summary: Annotated[
-        ChatSummary,
-        Field(description="The full summary of the newly added (or upserted) chat."),
-    ]
+    summary: ChatSummary
 
 
 class ChatTurnStartedAction(BaseModel):
     type: Literal["chat/turnStarted"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    startedAt: Annotated[
-        str, Field(description="ISO 8601 timestamp when this turn started.")
-    ]
-    message: Annotated[Message, Field(description="The new message")]
-    queuedMessageId: Annotated[
-        str | None,
-        Field(
-            description="If this turn was auto-started from a queued message, the ID of that message"
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    startedAt: str
+    message: Message
+    queuedMessageId: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatToolCallDeniedAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallConfirmed"]
-    approved: Annotated[Any, Field(description="The tool call was denied")]
-    reason: Annotated[
-        Literal["denied", "skipped"], Field(description="Why the tool was cancelled")
-    ]
-    userSuggestion: Annotated[
-        Message | None, Field(description="What the user suggested doing instead")
-    ] = None
-    reasonMessage: Annotated[
-        StringOrMarkdown | None,
-        Field(description="Optional explanation for the denial"),
-    ] = None
-    selectedOptionId: Annotated[
-        str | None,
-        Field(
-            description="ID of the selected confirmation option, if the server provided options"
-        ),
-    ] = None
+    approved: Any
+    reason: Literal["denied", "skipped"]
+    userSuggestion: Message | None = None
+    reasonMessage: StringOrMarkdown | None = None
+    selectedOptionId: str | None = None
 
 
 class ChatToolCallCompleteAction(BaseModel):
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    toolCallId: Annotated[str, Field(description="Tool call identifier")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this tool call.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `ptyTerminal` key with `{ input: string; output: string }`\nindicates the tool operated on a terminal (both `input` and `output` may\ncontain escape sequences).",
-        ),
-    ] = None
+    turnId: str
+    toolCallId: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["chat/toolCallComplete"]
-    result: Annotated[ToolCallResult, Field(description="Execution result")]
-    requiresResultConfirmation: Annotated[
-        bool | None,
-        Field(
-            description="If true, the result requires client approval before finalizing"
-        ),
-    ] = None
+    result: ToolCallResult
+    requiresResultConfirmation: bool | None = None
 
 
 class ChatPendingMessageSetAction(BaseModel):
     type: Literal["chat/pendingMessageSet"]
-    kind: Annotated[
-        PendingMessageKind,
-        Field(description="Whether this is a steering or queued message"),
-    ]
-    id: Annotated[str, Field(description="Unique identifier for this pending message")]
-    message: Annotated[Message, Field(description="The message content")]
+    kind: PendingMessageKind
+    id: str
+    message: Message
 
 
 class ChatDraftChangedAction(BaseModel):
     type: Literal["chat/draftChanged"]
-    draft: Annotated[
-        Message | None,
-        Field(description="New draft message, or `undefined` to clear it"),
-    ] = None
+    draft: Message | None = None
 
 
 class ChatInputRequestedAction(BaseModel):
     type: Literal["chat/inputRequested"]
-    request: Annotated[
-        ChatInputRequest, Field(description="Input request to create or replace")
-    ]
+    request: ChatInputRequest
 
 
 class AnnotationsSetAction(BaseModel):
     type: Literal["annotations/set"]
-    annotation: Annotated[
-        Annotation,
-        Field(
-            description="The new or replacement annotation. MUST contain at least one entry."
-        ),
-    ]
+    annotation: Annotation
 
 
 class ChatToolCallConfirmedAction(
     RootModel[ChatToolCallApprovedAction | ChatToolCallDeniedAction]
 ):
-    root: Annotated[
-        ChatToolCallApprovedAction | ChatToolCallDeniedAction,
-        Field(description="Client confirms or denies a pending tool call."),
-    ]
+    root: ChatToolCallApprovedAction | ChatToolCallDeniedAction
 
 
 class CreateChatParams(BaseModel):
-    channel: Annotated[URI, Field(description="Session URI containing the new chat.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    chat: Annotated[
-        URI, Field(description="Chat URI (client-chosen, e.g. `ahp-chat:/<uuid>`).")
-    ]
-    initialMessage: Annotated[
-        Message | None, Field(description="Optional initial message for the new chat.")
-    ] = None
-    source: Annotated[
-        ChatSource | None,
-        Field(
-            description='Optional source chat and source turn.\n\nThe source chat MUST belong to this session. Clients MUST only request\n`kind: "fork"` when the selected agent advertises\n`capabilities.multipleChats.fork`, and `kind: "sideChat"` when the\nselected agent advertises `capabilities.multipleChats.sideChat`. Both\nsource forms carry a stable top-level `turnId`. Forks target completed\nturns. Side chats also carry a stable `turnId`, which the host resolves\nagainst the source chat\'s current active turn or retained history. If it\nresolves to the active turn, the host snapshots the currently available\npartial response when accepting `createChat`. When\n`source.kind === "sideChat"` and `source.selection` is present, the host\nalso snapshots and preserves that exact selected text in the created chat\'s\norigin; any `responsePartId` there is provenance only, not a live range.'
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description='Initial working-directory subset for this chat. Every entry MUST be\npresent in the owning session\'s `workingDirectories`; the server MUST\nreject any entry that is not. When absent, the chat inherits the full\nsession set. Forked chats (those whose `source.kind` is `"fork"`) inherit\nthe source chat\'s `workingDirectories`; this field is ignored for forks.\n\nA client MUST NOT supply this field unless the agent advertises\n{@link AgentCapabilities.multipleWorkingDirectories}.'
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    chat: URI
+    initialMessage: Message | None = None
+    source: ChatSource | None = None
+    workingDirectories: list[URI] | None = None
 
 
 class Changes2(BaseModel):
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    title: Annotated[str | None, Field(description="Session title")] = None
-    status: Annotated[
-        SessionStatus | None, Field(description="Current session status")
-    ] = None
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the session is currently doing"
-        ),
-    ] = None
-    origin: Annotated[
-        SessionOrigin | None,
-        Field(
-            description="Durable {@link AutomationSessionOrigin}, when an automation run created this session."
-        ),
-    ] = None
-    project: Annotated[
-        ProjectInfo | None, Field(description="Server-owned project for this session")
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The working directories the session's agent has tool access to, as\nmaintained by working-directory actions. Directories are equal peers except\nwhen the agent advertises\n{@link MultipleWorkingDirectoriesCapability.immutablePrimary} without\n{@link MultipleWorkingDirectoriesCapability.primaryReplacement} (the first\nentry is then a fixed process root), or advertises `primaryReplacement`\n(the first entry is a protected, replaceable primary slot). Individual chats\nMAY restrict to a subset via\n{@link ChatSummary.workingDirectories | their own `workingDirectories`}; a\nchat that sets none operates against this full set."
-        ),
-    ] = None
-    annotations: Annotated[
-        AnnotationsSummary | None,
-        Field(
-            description="Lightweight summary of this session's inline annotations channel\n(`ahp-session:/<uuid>/annotations`). Surfaced so badge UI can render\nannotation / entry counts without subscribing. Absent when the session\ndoes not expose an annotations channel."
-        ),
-    ] = None
-    resource: Annotated[URI | None, Field(description="Session URI")] = None
-    createdAt: Annotated[
-        str | None,
-        Field(
-            description='Creation timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ] = None
-    modifiedAt: Annotated[
-        str | None,
-        Field(
-            description='Last modification timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ] = None
-    changes: Annotated[
-        ChangesSummary | None,
-        Field(
-            description="Aggregate summary of file changes associated with this session. Servers\nmay populate this to give clients a quick at-a-glance view of the\nsession's footprint (e.g., for list rendering) without requiring the\nclient to subscribe to a changeset."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Lightweight server-defined metadata clients may use for the session\npresentation. The protocol does not interpret these values; producers\nSHOULD keep the payload small because summaries appear in session lists\nand session notifications.",
-        ),
-    ] = None
-    chats: Annotated[
-        list[SessionChatSummary] | None,
-        Field(description="Lightweight host-authoritative ordered chat catalog."),
-    ] = None
-    defaultChat: Annotated[
-        URI | None,
-        Field(
-            description="Chat that receives input when none is selected, independent of catalog position."
-        ),
-    ] = None
+    provider: str | None = None
+    title: str | None = None
+    status: SessionStatus | None = None
+    activity: str | None = None
+    origin: SessionOrigin | None = None
+    project: ProjectInfo | None = None
+    workingDirectories: list[URI] | None = None
+    annotations: AnnotationsSummary | None = None
+    resource: URI | None = None
+    createdAt: str | None = None
+    modifiedAt: str | None = None
+    changes: ChangesSummary | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    chats: list[SessionChatSummary] | None = None
+    defaultChat: URI | None = None
 
 
 class SessionSummaryChangedParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (the root channel)"
-        ),
-    ]
-    session: Annotated[
-        URI, Field(description="URI of the session whose summary changed")
-    ]
-    changes: Annotated[
-        Changes2,
-        Field(
-            description="Mutable summary fields that changed; omitted fields are unchanged.\n\nIdentity fields (`resource`, `provider`, `createdAt`) never change and\nMUST be omitted by senders; receivers SHOULD ignore them if present.\nWhen `chats` is present, it replaces the complete compact chat catalog."
-        ),
-    ]
+    channel: URI
+    session: URI
+    changes: Changes2
 
 
 class SessionChatInputRequest(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable key for this entry, unique within the session's\n{@link SessionState.inputNeeded} list. The host derives it however it likes\n(for example from the chat URI plus the underlying request or tool-call\nid); consumers MUST treat it as opaque. It is the key for the\n`session/inputNeededSet` / `session/inputNeededRemoved` upsert convention."
-        ),
-    ]
-    chat: Annotated[
-        URI,
-        Field(
-            description="The chat the underlying request lives in. This is the channel a client\ndispatches its response to — it does not need to have subscribed to that\nchat first."
-        ),
-    ]
+    id: str
+    chat: URI
     kind: Literal["chatInput"]
-    request: Annotated[
-        ChatInputRequest, Field(description="The mirrored chat input request.")
-    ]
+    request: ChatInputRequest
 
 
 class SessionToolConfirmationRequest(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable key for this entry, unique within the session's\n{@link SessionState.inputNeeded} list. The host derives it however it likes\n(for example from the chat URI plus the underlying request or tool-call\nid); consumers MUST treat it as opaque. It is the key for the\n`session/inputNeededSet` / `session/inputNeededRemoved` upsert convention."
-        ),
-    ]
-    chat: Annotated[
-        URI,
-        Field(
-            description="The chat the underlying request lives in. This is the channel a client\ndispatches its response to — it does not need to have subscribed to that\nchat first."
-        ),
-    ]
+    id: str
+    chat: URI
     kind: Literal["toolConfirmation"]
-    turnId: Annotated[str, Field(description="The turn the tool call belongs to.")]
-    toolCall: Annotated[
-        ToolCallConfirmationState,
-        Field(description="The tool call awaiting confirmation."),
-    ]
+    turnId: str
+    toolCall: ToolCallConfirmationState
 
 
 class SessionToolClientExecutionRequest(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable key for this entry, unique within the session's\n{@link SessionState.inputNeeded} list. The host derives it however it likes\n(for example from the chat URI plus the underlying request or tool-call\nid); consumers MUST treat it as opaque. It is the key for the\n`session/inputNeededSet` / `session/inputNeededRemoved` upsert convention."
-        ),
-    ]
-    chat: Annotated[
-        URI,
-        Field(
-            description="The chat the underlying request lives in. This is the channel a client\ndispatches its response to — it does not need to have subscribed to that\nchat first."
-        ),
-    ]
+    id: str
+    chat: URI
     kind: Literal["toolClientExecution"]
-    turnId: Annotated[str, Field(description="The turn the tool call belongs to.")]
-    clientId: Annotated[
-        str,
-        Field(
-            description="The `clientId` expected to execute the tool. Matches the `clientId` of the\ntool call's client {@link ToolCallContributor}."
-        ),
-    ]
-    toolCall: Annotated[
-        ToolCallRunningState,
-        Field(
-            description="The running tool call the session wants the owning client to execute. The\nhost only ever populates this with a {@link ToolCallRunningState}."
-        ),
-    ]
+    turnId: str
+    clientId: str
+    toolCall: ToolCallRunningState
 
 
 class SessionToolAuthenticationRequest(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Stable key for this entry, unique within the session's\n{@link SessionState.inputNeeded} list. The host derives it however it likes\n(for example from the chat URI plus the underlying request or tool-call\nid); consumers MUST treat it as opaque. It is the key for the\n`session/inputNeededSet` / `session/inputNeededRemoved` upsert convention."
-        ),
-    ]
-    chat: Annotated[
-        URI,
-        Field(
-            description="The chat the underlying request lives in. This is the channel a client\ndispatches its response to — it does not need to have subscribed to that\nchat first."
-        ),
-    ]
+    id: str
+    chat: URI
     kind: Literal["toolAuthentication"]
-    turnId: Annotated[str, Field(description="The turn the tool call belongs to.")]
-    toolCall: Annotated[
-        ToolCallAuthRequiredState,
-        Field(description="The tool call awaiting authentication."),
-    ]
+    turnId: str
+    toolCall: ToolCallAuthRequiredState
 
 
 class SessionSummary(BaseModel):
-    provider: Annotated[str, Field(description="Agent provider ID")]
-    title: Annotated[str, Field(description="Session title")]
-    status: Annotated[SessionStatus, Field(description="Current session status")]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the session is currently doing"
-        ),
-    ] = None
-    origin: Annotated[
-        SessionOrigin | None,
-        Field(
-            description="Durable {@link AutomationSessionOrigin}, when an automation run created this session."
-        ),
-    ] = None
-    project: Annotated[
-        ProjectInfo | None, Field(description="Server-owned project for this session")
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The working directories the session's agent has tool access to, as\nmaintained by working-directory actions. Directories are equal peers except\nwhen the agent advertises\n{@link MultipleWorkingDirectoriesCapability.immutablePrimary} without\n{@link MultipleWorkingDirectoriesCapability.primaryReplacement} (the first\nentry is then a fixed process root), or advertises `primaryReplacement`\n(the first entry is a protected, replaceable primary slot). Individual chats\nMAY restrict to a subset via\n{@link ChatSummary.workingDirectories | their own `workingDirectories`}; a\nchat that sets none operates against this full set."
-        ),
-    ] = None
-    annotations: Annotated[
-        AnnotationsSummary | None,
-        Field(
-            description="Lightweight summary of this session's inline annotations channel\n(`ahp-session:/<uuid>/annotations`). Surfaced so badge UI can render\nannotation / entry counts without subscribing. Absent when the session\ndoes not expose an annotations channel."
-        ),
-    ] = None
-    resource: Annotated[URI, Field(description="Session URI")]
-    createdAt: Annotated[
-        str,
-        Field(
-            description='Creation timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ]
-    modifiedAt: Annotated[
-        str,
-        Field(
-            description='Last modification timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ]
-    changes: Annotated[
-        ChangesSummary | None,
-        Field(
-            description="Aggregate summary of file changes associated with this session. Servers\nmay populate this to give clients a quick at-a-glance view of the\nsession's footprint (e.g., for list rendering) without requiring the\nclient to subscribe to a changeset."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Lightweight server-defined metadata clients may use for the session\npresentation. The protocol does not interpret these values; producers\nSHOULD keep the payload small because summaries appear in session lists\nand session notifications.",
-        ),
-    ] = None
-    chats: Annotated[
-        list[SessionChatSummary] | None,
-        Field(description="Lightweight host-authoritative ordered chat catalog."),
-    ] = None
-    defaultChat: Annotated[
-        URI | None,
-        Field(
-            description="Chat that receives input when none is selected, independent of catalog position."
-        ),
-    ] = None
+    provider: str
+    title: str
+    status: SessionStatus
+    activity: str | None = None
+    origin: SessionOrigin | None = None
+    project: ProjectInfo | None = None
+    workingDirectories: list[URI] | None = None
+    annotations: AnnotationsSummary | None = None
+    resource: URI
+    createdAt: str
+    modifiedAt: str
+    changes: ChangesSummary | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    chats: list[SessionChatSummary] | None = None
+    defaultChat: URI | None = None
 
 
 class ContainerCustomizationBase(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str | None,
-        Field(
-            description="`clientId` of the client that contributed this container. Absent for\nserver-originated entries."
-        ),
-    ] = None
-    load: Annotated[
-        CustomizationLoadState | None,
-        Field(
-            description="Host-reported load state. Absent means the host has not yet reported\na load state for this container."
-        ),
-    ] = None
-    children: Annotated[
-        list[ChildCustomization] | None,
-        Field(
-            description="Children discovered inside this container.\n\nAbsent means the host has not parsed this container yet. An empty\narray means the host parsed the container and it contributes\nnothing."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str | None = None
+    load: CustomizationLoadState | None = None
+    children: list[ChildCustomization] | None = None
 
 
 class PluginCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str | None,
-        Field(
-            description="`clientId` of the client that contributed this container. Absent for\nserver-originated entries."
-        ),
-    ] = None
-    load: Annotated[
-        CustomizationLoadState | None,
-        Field(
-            description="Host-reported load state. Absent means the host has not yet reported\na load state for this container."
-        ),
-    ] = None
-    children: Annotated[
-        list[ChildCustomization] | None,
-        Field(
-            description="Children discovered inside this container.\n\nAbsent means the host has not parsed this container yet. An empty\narray means the host parsed the container and it contributes\nnothing."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str | None = None
+    load: CustomizationLoadState | None = None
+    children: list[ChildCustomization] | None = None
     type: Literal["plugin"]
-    enablement: Annotated[
-        list[CustomizationEnablement] | None,
-        Field(
-            description="Explicit enablement decisions. See {@link McpServerCustomization.enablement}."
-        ),
-    ] = None
-    version: Annotated[
-        str | None,
-        Field(
-            description='Version of the plugin, sourced from the\n[Open Plugins](https://open-plugins.com/) manifest\'s optional\n`version` field (semver, e.g. `"1.2.0"`). Absent when the manifest\ndeclares no version — the field is optional there — or the source\nhas no version concept. Provenance / display only: the host neither\nparses nor enforces it.'
-        ),
-    ] = None
+    enablement: list[CustomizationEnablement] | None = None
+    version: str | None = None
 
 
 class ClientPluginCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str | None,
-        Field(
-            description="`clientId` of the client that contributed this container. Absent for\nserver-originated entries."
-        ),
-    ] = None
-    load: Annotated[
-        CustomizationLoadState | None,
-        Field(
-            description="Host-reported load state. Absent means the host has not yet reported\na load state for this container."
-        ),
-    ] = None
-    children: Annotated[
-        list[ChildCustomization] | None,
-        Field(
-            description="Children discovered inside this container.\n\nAbsent means the host has not parsed this container yet. An empty\narray means the host parsed the container and it contributes\nnothing."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str | None = None
+    load: CustomizationLoadState | None = None
+    children: list[ChildCustomization] | None = None
     type: Literal["plugin"]
-    enablement: Annotated[
-        list[CustomizationEnablement] | None,
-        Field(
-            description="Explicit enablement decisions. See {@link McpServerCustomization.enablement}."
-        ),
-    ] = None
-    version: Annotated[
-        str | None,
-        Field(
-            description='Version of the plugin, sourced from the\n[Open Plugins](https://open-plugins.com/) manifest\'s optional\n`version` field (semver, e.g. `"1.2.0"`). Absent when the manifest\ndeclares no version — the field is optional there — or the source\nhas no version concept. Provenance / display only: the host neither\nparses nor enforces it.'
-        ),
-    ] = None
-    nonce: Annotated[
-        str | None,
-        Field(description="Opaque version token used by the host to detect changes."),
-    ] = None
-    childEnablement: Annotated[
-        dict[str, list[CustomizationEnablement]] | None,
-        Field(
-            description="Explicit enablement decisions for children this plugin contributes,\nkeyed by child name (for MCP servers, the server name as it appears in\nthe bundled `.mcp.json`).\n\nBundled children are discovered by the host rather than published by the\nclient, so the client cannot attach `enablement` to them directly. This\ncarries the client's global decision for each one; the host applies it\nunder the child's durable key."
-        ),
-    ] = None
+    enablement: list[CustomizationEnablement] | None = None
+    version: str | None = None
+    nonce: str | None = None
+    childEnablement: dict[str, list[CustomizationEnablement]] | None = None
 
 
 class DirectoryCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str | None,
-        Field(
-            description="`clientId` of the client that contributed this container. Absent for\nserver-originated entries."
-        ),
-    ] = None
-    load: Annotated[
-        CustomizationLoadState | None,
-        Field(
-            description="Host-reported load state. Absent means the host has not yet reported\na load state for this container."
-        ),
-    ] = None
-    children: Annotated[
-        list[ChildCustomization] | None,
-        Field(
-            description="Children discovered inside this container.\n\nAbsent means the host has not parsed this container yet. An empty\narray means the host parsed the container and it contributes\nnothing."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str | None = None
+    load: CustomizationLoadState | None = None
+    children: list[ChildCustomization] | None = None
     type: Literal["directory"]
-    enabled: Annotated[
-        bool, Field(description="Whether this container is currently enabled.")
-    ]
-    contents: Annotated[
-        ChildCustomizationType,
-        Field(description="Which child customization type this directory holds."),
-    ]
-    writable: Annotated[
-        bool, Field(description="Whether clients may write into this directory.")
-    ]
+    enabled: bool
+    contents: ChildCustomizationType
+    writable: bool
 
 
 class PendingMessage(BaseModel):
-    id: Annotated[str, Field(description="Unique identifier for this pending message")]
-    message: Annotated[
-        Message, Field(description="The message that will start the next turn")
-    ]
+    id: str
+    message: Message
 
 
 class ToolCallResponsePart(BaseModel):
-    kind: Annotated[Literal["toolCall"], Field(description="Discriminant")]
-    toolCall: Annotated[
-        ToolCallState, Field(description="Full tool call lifecycle state")
-    ]
+    kind: Literal["toolCall"]
+    toolCall: ToolCallState
 
 
 class AnnotationsState(BaseModel):
-    annotations: Annotated[
-        list[Annotation],
-        Field(
-            description="Annotations in this channel, keyed by {@link Annotation.id}."
-        ),
-    ]
+    annotations: list[Annotation]
 
 
 class AutomationSessionTemplate(BaseModel):
-    provider: Annotated[
-        str | None,
-        Field(
-            description="Provider id matching {@link AgentInfo.provider}. Omit to use the host's default provider."
-        ),
-    ] = None
-    model: Annotated[
-        ModelSelection | None,
-        Field(
-            description="Optional model selection resolved when a run starts. Its\n{@link ModelSelection.id} matches a {@link SessionModelInfo.id} advertised\nby the selected provider."
-        ),
-    ] = None
-    agent: Annotated[
-        AgentSelection | None,
-        Field(
-            description="Optional custom agent selection identified by {@link AgentSelection.uri}."
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="Ordered working-directory URIs for each created session, equivalent to\n{@link CreateSessionParams.workingDirectories}. Absence means a\nworkspace-less session."
-        ),
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Session configuration values equivalent to\n{@link CreateSessionParams.config}, normally obtained from\n{@link ResolveSessionConfigResult.values}."
-        ),
-    ] = None
-    customizations: Annotated[
-        list[ClientPluginCustomization] | None,
-        Field(
-            description="Client plugins to make available in every run session, in the same\npublished shape as\n{@link SessionActiveClient.customizations | `activeClients[].customizations`}.\nEntries are keyed by `id`.\n\nRuns usually start when no client is connected, so the host does not\nresolve these URIs at run time. Instead, when it accepts a\n{@link AutomationCreateRequestedAction | `automation/createRequested`} or\n{@link AutomationUpdateRequestedAction | `automation/updateRequested`}\nthat adds an entry or changes an entry's `uri` or `nonce`, the host\ncaptures a host-owned copy of the plugin. For client-served URIs such as\n`virtual://…`, it reads the contents from the dispatching client with\nserver→client `resource*` requests. If a capture fails, the host rejects\nthe whole action. Entries whose `id`, `uri`, and `nonce` are unchanged keep\ntheir existing copy, so any client can re-submit a template it received\nwithout being able to serve the plugin itself. The resulting copies are\nreported in {@link AutomationEntry.customizations}.\n\nThe host MAY share one stored copy between entries with equal `uri` and\n`nonce`, including across automations; this is not observable to clients.\n\nClients MUST NOT set this field unless the host advertises\n{@link AutomationCapabilities.customizations}."
-        ),
-    ] = None
+    provider: str | None = None
+    model: ModelSelection | None = None
+    agent: AgentSelection | None = None
+    workingDirectories: list[URI] | None = None
+    config: dict[str, Any] | None = None
+    customizations: list[ClientPluginCustomization] | None = None
 
 
 class AutomationDefinition(BaseModel):
-    title: Annotated[str, Field(description="Human-readable automation name.")]
-    message: Annotated[
-        Message,
-        Field(
-            description="Initial message sent to every newly created run session. Its\n{@link Message.origin} kind MUST be {@link MessageKind.Automation}."
-        ),
-    ]
-    session: Annotated[
-        AutomationSessionTemplate,
-        Field(description="Template used to create fresh sessions for each run."),
-    ]
-    enabled: Annotated[
-        bool,
-        Field(
-            description="Whether automatic triggers may create runs. Manual runs remain available\nwhenever {@link AutomationOperation.Run} is advertised."
-        ),
-    ]
-    triggers: Annotated[
-        list[AutomationTrigger],
-        Field(description="Automatic triggers. An empty list means manual-only."),
-    ]
-    disableConditions: Annotated[
-        list[AutomationDisableCondition] | DisableConditions | None,
-        Field(
-            description="Self-disable rules combined with logical OR: the host sets\n{@link AutomationDefinition.enabled} to `false` when any condition is met.\nAbsent or empty means no automatic disable conditions. Each\n{@link AutomationDisableConditionKind} may appear at most once; hosts MUST\nreject create or update requests containing duplicate kinds.\n\nOnly automatic (scheduled) runs are governed; manual runs via\n{@link RunAutomationParams | runAutomation} are never blocked. For a\n{@link AutomationAfterRunsCondition}, usage is tracked by the host-owned\n{@link AutomationEntry.runCount}. Adding that kind when absent or\na disabled→enabled transition starts a fresh allowance. Clearing the\nconditions does not re-enable a disabled automation. See the\n{@link /guide/automations | Automations Guide}."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Opaque implementation-defined metadata. Clients MUST preserve unknown\nentries when updating the definition.",
-        ),
-    ] = None
+    title: str
+    message: Message
+    session: AutomationSessionTemplate
+    enabled: bool
+    triggers: list[AutomationTrigger]
+    disableConditions: list[AutomationDisableCondition] | DisableConditions | None = (
+        None
+    )
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class AutomationEntry(BaseModel):
-    resource: Annotated[
-        URI, Field(description="Stable `ahp-automation:/<id>` resource identifier.")
-    ]
-    definition: Annotated[
-        AutomationDefinition, Field(description="Current durable definition.")
-    ]
-    nextRunAt: Annotated[
-        str | None,
-        Field(
-            description="Earliest schedule occurrence awaiting evaluation, as an ISO 8601 timestamp. It may be in the past while catch-up is pending."
-        ),
-    ] = None
-    runCount: Annotated[
-        int | float | None,
-        Field(
-            description="Host-owned count of scheduled runs consumed against the current\n{@link AutomationAfterRunsCondition} allowance. Authoritative usage for the\n**current** allowance, not a lifetime total: the host resets it to `0` when\na disabled→enabled transition starts a fresh allowance or a\n{@link AutomationAfterRunsCondition} is added when none was present. It is NOT\nreconstructed from {@link runs} (a bounded, prunable window). The host\nincrements it atomically when it admits a scheduled run, including runs\nlater cancelled or failed.\n\nAbsent when {@link AutomationDefinition.disableConditions} contains no\n{@link AutomationAfterRunsCondition}."
-        ),
-    ] = None
-    runs: Annotated[
-        list[AutomationRunSummary],
-        Field(
-            description="Newest-first retained run summaries. This is a bounded window; use\n{@link FetchAutomationRunsParams | fetchAutomationRuns} when\n{@link AutomationEntry.runsNextCursor} is present."
-        ),
-    ]
-    runsNextCursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque cursor passed as {@link FetchAutomationRunsParams.cursor} for the next older run-history page."
-        ),
-    ] = None
-    operations: Annotated[
-        list[AutomationOperation],
-        Field(description="Operations currently permitted for this automation."),
-    ]
-    customizations: Annotated[
-        list[PluginCustomization] | None,
-        Field(
-            description="Host-owned copies of the plugins in\n{@link AutomationSessionTemplate.customizations}, one per template entry\nwith the same `id`. Absent when the template has no customizations.\n\nEach copy's `uri` identifies the captured contents, which clients can\nbrowse with `resourceRead`. `children` and `load` report what the host\nfound in that copy, independent of whether the originating client is\nconnected. `clientId` is absent because the copy no longer depends on a\nclient.\n\nEvery run session receives these plugins in\n{@link SessionState.customizations}, with the enablement from the\nmatching template entry."
-        ),
-    ] = None
-    createdAt: Annotated[
-        str, Field(description="Creation timestamp in ISO 8601 format.")
-    ]
-    modifiedAt: Annotated[
-        str,
-        Field(description="Last definition modification timestamp in ISO 8601 format."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Opaque host-defined state metadata."),
-    ] = None
+    resource: URI
+    definition: AutomationDefinition
+    nextRunAt: str | None = None
+    runCount: int | float | None = None
+    runs: list[AutomationRunSummary]
+    runsNextCursor: str | None = None
+    operations: list[AutomationOperation]
+    customizations: list[PluginCustomization] | None = None
+    createdAt: str
+    modifiedAt: str
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class AutomationState(BaseModel):
-    entries: Annotated[
-        list[AutomationEntry],
-        Field(
-            description="Full automation entries keyed by {@link AutomationEntry.resource}."
-        ),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(alias="_meta", description="Opaque host-defined catalogue metadata."),
-    ] = None
+    entries: list[AutomationEntry]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class SessionInputRequest(
@@ -7126,12 +2992,7 @@ class SessionInputRequest(
         | SessionToolAuthenticationRequest
     ]
 ):
-    root: Annotated[
-        SessionChatInputRequest | SessionToolConfirmationRequest | SessionToolClientExecutionRequest | SessionToolAuthenticationRequest,
-        Field(
-            description="One outstanding piece of input a session is blocked on, aggregated across all\nchats in {@link SessionState.inputNeeded}.\n\nEach entry is self-sufficient: it carries the owning\n{@link SessionInputRequestBase.chat | `chat`} URI plus every identifier needed\nto construct the response, so a client can answer by dispatching the ordinary\n`chat/*` action (`chat/inputCompleted`, `chat/toolCallConfirmed`,\n`chat/toolCallComplete`, …) to that chat's channel **without having subscribed\nto the chat** — except {@link SessionToolAuthenticationRequest}, which is\nresolved via the `authenticate` command instead. The host removes the entry\nwith `session/inputNeededRemoved` once the underlying request resolves."
-        ),
-    ]
+    root: SessionChatInputRequest | SessionToolConfirmationRequest | SessionToolClientExecutionRequest | SessionToolAuthenticationRequest
 
 
 class Customization(
@@ -7139,10 +3000,7 @@ class Customization(
 ):
     root: Annotated[
         PluginCustomization | DirectoryCustomization | McpServerCustomization,
-        Field(
-            description="A top-level customization active in a session. Either a container\n({@link PluginCustomization} or {@link DirectoryCustomization}) whose\nleaf customizations live in its\n{@link ContainerCustomizationBase.children | `children`} array, or a\nbare {@link McpServerCustomization} surfaced directly by the host.",
-            discriminator="type",
-        ),
+        Field(discriminator="type"),
     ]
 
 
@@ -7162,254 +3020,114 @@ class ResponsePart(
 
 class SessionInputNeededSetAction(BaseModel):
     type: Literal["session/inputNeededSet"]
-    request: Annotated[
-        SessionInputRequest,
-        Field(description="The input request to add or update, matched by `id`."),
-    ]
+    request: SessionInputRequest
 
 
 class SessionCustomizationsChangedAction(BaseModel):
     type: Literal["session/customizationsChanged"]
-    customizations: Annotated[
-        list[Customization],
-        Field(description="Updated customization list (full replacement)."),
-    ]
+    customizations: list[Customization]
 
 
 class SessionCustomizationUpdatedAction(BaseModel):
     type: Literal["session/customizationUpdated"]
-    customization: Annotated[
-        Customization,
-        Field(
-            description="The customization to upsert (matched by `customization.id`)."
-        ),
-    ]
+    customization: Customization
 
 
 class ChatResponsePartAction(BaseModel):
     type: Literal["chat/responsePart"]
-    turnId: Annotated[str, Field(description="Turn identifier")]
-    part: Annotated[
-        ResponsePart,
-        Field(description="Response part to append; error parts are ignored."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this action.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry per-event context that does not fit any\nother field — for example, attributing the event to a specific agent\n(such as a sub-agent acting within the turn). Mirrors the MCP `_meta`\nconvention.",
-        ),
-    ] = None
+    turnId: str
+    part: ResponsePart
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class AutomationDefinitionPatch(BaseModel):
-    title: Annotated[
-        str | None, Field(description="Replacement {@link AutomationDefinition.title}.")
-    ] = None
-    message: Annotated[
-        Message | None,
-        Field(description="Replacement {@link AutomationDefinition.message}."),
-    ] = None
-    session: Annotated[
-        AutomationSessionTemplate | None,
-        Field(
-            description="Replacement {@link AutomationDefinition.session}. The host revalidates\naffected event triggers when their discovery context changes, and\ncaptures {@link AutomationSessionTemplate.customizations} entries that\nare new or whose `uri` or `nonce` changed."
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(description="Replacement {@link AutomationDefinition.enabled}."),
-    ] = None
-    triggers: Annotated[
-        list[AutomationTrigger] | None,
-        Field(
-            description="Complete replacement {@link AutomationDefinition.triggers}. The host\nvalidates event ids and normalizes event-trigger titles and descriptions."
-        ),
-    ] = None
-    disableConditions: Annotated[
-        list[AutomationDisableCondition] | DisableConditions | None,
-        Field(
-            description="Complete replacement {@link AutomationDefinition.disableConditions}.\nOmit to leave unchanged; supply an empty array to remove all conditions.\nEach kind may appear at most once; hosts MUST reject duplicate kinds.\nClearing conditions does not change {@link AutomationDefinition.enabled}."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Complete replacement {@link AutomationDefinition._meta}.",
-        ),
-    ] = None
+    title: str | None = None
+    message: Message | None = None
+    session: AutomationSessionTemplate | None = None
+    enabled: bool | None = None
+    triggers: list[AutomationTrigger] | None = None
+    disableConditions: list[AutomationDisableCondition] | DisableConditions | None = (
+        None
+    )
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class AutomationCreateRequestedAction(BaseModel):
     type: Literal["automation/createRequested"]
-    resource: Annotated[
-        URI,
-        Field(
-            description="Client-chosen `ahp-automation:` URI that becomes {@link AutomationEntry.resource}."
-        ),
-    ]
-    definition: Annotated[
-        AutomationDefinition,
-        Field(description="Complete initial {@link AutomationEntry.definition}."),
-    ]
+    resource: URI
+    definition: AutomationDefinition
 
 
 class AutomationUpdateRequestedAction(BaseModel):
     type: Literal["automation/updateRequested"]
-    resource: Annotated[
-        URI, Field(description="Target {@link AutomationEntry.resource}.")
-    ]
-    changes: Annotated[
-        AutomationDefinitionPatch,
-        Field(description="Editable {@link AutomationDefinition} fields to replace."),
-    ]
+    resource: URI
+    changes: AutomationDefinitionPatch
 
 
 class AutomationSetAction(BaseModel):
     type: Literal["automation/set"]
-    automation: Annotated[
-        AutomationEntry, Field(description="Full new or replacement automation state.")
-    ]
+    automation: AutomationEntry
 
 
 class ListSessionsResult(BaseModel):
-    nextCursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque cursor for the next page. Present when more entries exist beyond the\nreturned page; absent signals the end of the collection. Pass it back as\n{@link PaginatedParams.cursor} to fetch the following page."
-        ),
-    ] = None
-    items: Annotated[
-        list[SessionSummary],
-        Field(
-            description="The list of session summaries. The server SHOULD order them\nmost-recently-modified first."
-        ),
-    ]
+    nextCursor: str | None = None
+    items: list[SessionSummary]
 
 
 class SessionAddedParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(
-            description="Channel URI this notification belongs to (the root channel)"
-        ),
-    ]
-    summary: Annotated[SessionSummary, Field(description="Summary of the new session")]
+    channel: URI
+    summary: SessionSummary
 
 
 class AgentInfo(BaseModel):
-    provider: Annotated[str, Field(description="Agent provider ID (e.g. `'copilot'`)")]
-    displayName: Annotated[str, Field(description="Human-readable name")]
-    description: Annotated[str, Field(description="Description string")]
-    models: Annotated[
-        list[SessionModelInfo], Field(description="Available models for this agent")
-    ]
-    protectedResources: Annotated[
-        list[ProtectedResourceMetadata] | None,
-        Field(
-            description="Protected resources this agent requires authentication for.\n\nEach entry describes an OAuth 2.0 protected resource using\n[RFC 9728](https://datatracker.ietf.org/doc/html/rfc9728) semantics.\nClients should obtain tokens from the declared `authorization_servers`\nand push them via the `authenticate` command before creating sessions\nwith this agent."
-        ),
-    ] = None
-    customizations: Annotated[
-        list[Customization] | None,
-        Field(
-            description="Customizations associated with this agent.\n\nEither container customizations —\n{@link PluginCustomization | `PluginCustomization`} entries the agent\nbundles, plus {@link DirectoryCustomization | `DirectoryCustomization`}\nentries it watches in any workspace it's used with — or top-level\n{@link McpServerCustomization | `McpServerCustomization`} entries\nthe agent host declares directly. When a session is created with\nthis agent, these entries are augmented (e.g. directory URIs are\nresolved against the workspace, children are parsed) and propagated\ninto the session's `customizations` list."
-        ),
-    ] = None
-    capabilities: Annotated[
-        AgentCapabilities | None,
-        Field(
-            description="Static capabilities the agent advertises about itself. Clients use these\nto gate features (multi-chat, fork) instead of switching on the provider\nid."
-        ),
-    ] = None
+    provider: str
+    displayName: str
+    description: str
+    models: list[SessionModelInfo]
+    protectedResources: list[ProtectedResourceMetadata] | None = None
+    customizations: list[Customization] | None = None
+    capabilities: AgentCapabilities | None = None
 
 
 class SessionActiveClient(BaseModel):
-    clientId: Annotated[
-        str,
-        Field(description="Client identifier (matches `clientId` from `initialize`)"),
-    ]
-    displayName: Annotated[
-        str | None, Field(description='Human-readable client name (e.g. `"VS Code"`)')
-    ] = None
-    tools: Annotated[
-        list[ToolDefinition],
-        Field(description="Tools this client provides to the session"),
-    ]
-    customizations: Annotated[
-        list[ClientPluginCustomization] | None,
-        Field(
-            description="Plugin customizations this client contributes to the session.\n\nClients publish in [Open Plugins](https://open-plugins.com/) format\n— i.e. always container-shaped plugins. They MAY synthesize virtual\nplugins in memory and rely on the host to expand them into concrete\nchildren inside {@link SessionState.customizations}."
-        ),
-    ] = None
+    clientId: str
+    displayName: str | None = None
+    tools: list[ToolDefinition]
+    customizations: list[ClientPluginCustomization] | None = None
 
 
 class Turn(BaseModel):
-    id: Annotated[str, Field(description="Turn identifier")]
-    startedAt: Annotated[
-        str | None, Field(description="ISO 8601 timestamp when this turn started.")
-    ] = None
-    duration: Annotated[
-        int | float | None, Field(description="Turn duration in milliseconds.")
-    ] = None
-    message: Annotated[
-        Message, Field(description="The message that initiated the turn")
-    ]
-    responseParts: Annotated[
-        list[ResponsePart],
-        Field(
-            description="All response content in stream order: text, tool calls, reasoning, and content refs.\n\nConsumers should derive display text by concatenating markdown parts,\nand find tool calls by filtering for `ToolCall` parts."
-        ),
-    ]
-    usage: Annotated[UsageInfo | None, Field(description="Token usage info")] = None
-    state: Annotated[TurnState, Field(description="How the turn ended")]
+    id: str
+    startedAt: str | None = None
+    duration: int | float | None = None
+    message: Message
+    responseParts: list[ResponsePart]
+    usage: UsageInfo | None = None
+    state: TurnState
 
 
 class ActiveTurn(BaseModel):
-    id: Annotated[str, Field(description="Turn identifier")]
-    startedAt: Annotated[
-        str, Field(description="ISO 8601 timestamp when this turn started.")
-    ]
-    message: Annotated[
-        Message, Field(description="The message that initiated the turn")
-    ]
-    responseParts: Annotated[
-        list[ResponsePart],
-        Field(
-            description="All response content in stream order: text, tool calls, reasoning, and content refs.\n\nTool call parts include `pendingPermissions` when permissions are awaiting user approval."
-        ),
-    ]
-    usage: Annotated[UsageInfo | None, Field(description="Token usage info")] = None
+    id: str
+    startedAt: str
+    message: Message
+    responseParts: list[ResponsePart]
+    usage: UsageInfo | None = None
 
 
 class RootAgentsChangedAction(BaseModel):
     type: Literal["root/agentsChanged"]
-    agents: Annotated[list[AgentInfo], Field(description="Updated agent list")]
+    agents: list[AgentInfo]
 
 
 class SessionActiveClientSetAction(BaseModel):
     type: Literal["session/activeClientSet"]
-    activeClient: Annotated[
-        SessionActiveClient,
-        Field(description="The active client to add or update, matched by `clientId`."),
-    ]
+    activeClient: SessionActiveClient
 
 
 class ChatTurnsLoadedAction(BaseModel):
     type: Literal["chat/turnsLoaded"]
-    turns: Annotated[
-        list[Turn],
-        Field(
-            description="Older completed turns loaded into the state, ordered oldest-first."
-        ),
-    ]
-    turnsNextCursor: Annotated[
-        str | None,
-        Field(
-            description="Opaque cursor for loading the next older page, if one remains."
-        ),
-    ] = None
+    turns: list[Turn]
+    turnsNextCursor: str | None = None
 
 
 class ChatAction(
@@ -7566,277 +3284,80 @@ class StateAction(
         | AutomationRunCancelRequestedAction
     ]
 ):
-    root: Annotated[
-        RootAgentsChangedAction | RootActiveSessionsChangedAction | RootTerminalsChangedAction | RootConfigChangedAction | SessionReadyAction | SessionCreationFailedAction | SessionChatAddedAction | SessionChatRemovedAction | SessionChatUpdatedAction | SessionChatsReorderedAction | SessionDefaultChatChangedAction | SessionTitleChangedAction | SessionServerToolsChangedAction | SessionActiveClientSetAction | SessionActiveClientRemovedAction | SessionWorkingDirectorySetAction | SessionWorkingDirectoryRemovedAction | SessionWorkingDirectoryReplacedAction | SessionInputNeededSetAction | SessionInputNeededRemovedAction | SessionCustomizationsChangedAction | SessionCustomizationToggledAction | SessionCustomizationUpdatedAction | SessionCustomizationRemovedAction | SessionMcpServerStateChangedAction | SessionMcpServerStartRequestedAction | SessionMcpServerStopRequestedAction | SessionMcpServerBackgroundRequestedAction | SessionIsReadChangedAction | SessionIsArchivedChangedAction | SessionActivityChangedAction | SessionChangesetsChangedAction | SessionConfigChangedAction | SessionMetaChangedAction | ChatTurnStartedAction | ChatDeltaAction | ChatResponsePartAction | ChatToolCallStartAction | ChatToolCallDeltaAction | ChatToolCallReadyAction | ChatToolCallConfirmedAction | ChatToolCallCompleteAction | ChatToolCallResultConfirmedAction | ChatToolCallContentChangedAction | ChatToolCallAuthRequiredAction | ChatToolCallAuthResolvedAction | ChatTurnCompleteAction | ChatTurnCancelledAction | ChatErrorAction | ChatTurnResumeAction | ChatActivityChangedAction | ChatBackgroundWorkSetAction | ChatBackgroundWorkRemovedAction | ChatMovableChangedAction | ChatChangesetsChangedAction | ChatCanvasesChangedAction | CanvasStateChangedAction | ChatWorkingDirectorySetAction | ChatWorkingDirectoryRemovedAction | ChatUsageAction | ChatReasoningAction | ChatPendingMessageSetAction | ChatPendingMessageRemovedAction | ChatQueuedMessagesReorderedAction | ChatDraftChangedAction | ChatIsReadChangedAction | ChatIsArchivedChangedAction | ChatInputRequestedAction | ChatInputAnswerChangedAction | ChatInputCompletedAction | ChatTruncatedAction | ChatTurnsLoadedAction | ChangesetStatusChangedAction | ChangesetFileSetAction | ChangesetFileRemovedAction | ChangesetFilesReviewChangedAction | ChangesetContentChangedAction | ChangesetOperationsChangedAction | ChangesetOperationStatusChangedAction | ChangesetClearedAction | AnnotationsSetAction | AnnotationsUpdatedAction | AnnotationsRemovedAction | AnnotationsEntrySetAction | AnnotationsEntryRemovedAction | TerminalDataAction | TerminalInputAction | TerminalResizedAction | TerminalClaimedAction | TerminalTitleChangedAction | TerminalCwdChangedAction | TerminalExitedAction | TerminalClearedAction | TerminalCommandDetectionAvailableAction | TerminalCommandExecutedAction | TerminalCommandFinishedAction | ResourceWatchChangedAction | AutomationCreateRequestedAction | AutomationUpdateRequestedAction | AutomationSetAction | AutomationRemovedAction | AutomationRunLifecycleChangedAction | AutomationRunSessionSetAction | AutomationRunSessionRemovedAction | AutomationRunPrimarySessionChangedAction | AutomationRunCancelRequestedAction,
-        Field(description="Discriminated union of all state actions."),
-    ]
+    root: RootAgentsChangedAction | RootActiveSessionsChangedAction | RootTerminalsChangedAction | RootConfigChangedAction | SessionReadyAction | SessionCreationFailedAction | SessionChatAddedAction | SessionChatRemovedAction | SessionChatUpdatedAction | SessionChatsReorderedAction | SessionDefaultChatChangedAction | SessionTitleChangedAction | SessionServerToolsChangedAction | SessionActiveClientSetAction | SessionActiveClientRemovedAction | SessionWorkingDirectorySetAction | SessionWorkingDirectoryRemovedAction | SessionWorkingDirectoryReplacedAction | SessionInputNeededSetAction | SessionInputNeededRemovedAction | SessionCustomizationsChangedAction | SessionCustomizationToggledAction | SessionCustomizationUpdatedAction | SessionCustomizationRemovedAction | SessionMcpServerStateChangedAction | SessionMcpServerStartRequestedAction | SessionMcpServerStopRequestedAction | SessionMcpServerBackgroundRequestedAction | SessionIsReadChangedAction | SessionIsArchivedChangedAction | SessionActivityChangedAction | SessionChangesetsChangedAction | SessionConfigChangedAction | SessionMetaChangedAction | ChatTurnStartedAction | ChatDeltaAction | ChatResponsePartAction | ChatToolCallStartAction | ChatToolCallDeltaAction | ChatToolCallReadyAction | ChatToolCallConfirmedAction | ChatToolCallCompleteAction | ChatToolCallResultConfirmedAction | ChatToolCallContentChangedAction | ChatToolCallAuthRequiredAction | ChatToolCallAuthResolvedAction | ChatTurnCompleteAction | ChatTurnCancelledAction | ChatErrorAction | ChatTurnResumeAction | ChatActivityChangedAction | ChatBackgroundWorkSetAction | ChatBackgroundWorkRemovedAction | ChatMovableChangedAction | ChatChangesetsChangedAction | ChatCanvasesChangedAction | CanvasStateChangedAction | ChatWorkingDirectorySetAction | ChatWorkingDirectoryRemovedAction | ChatUsageAction | ChatReasoningAction | ChatPendingMessageSetAction | ChatPendingMessageRemovedAction | ChatQueuedMessagesReorderedAction | ChatDraftChangedAction | ChatIsReadChangedAction | ChatIsArchivedChangedAction | ChatInputRequestedAction | ChatInputAnswerChangedAction | ChatInputCompletedAction | ChatTruncatedAction | ChatTurnsLoadedAction | ChangesetStatusChangedAction | ChangesetFileSetAction | ChangesetFileRemovedAction | ChangesetFilesReviewChangedAction | ChangesetContentChangedAction | ChangesetOperationsChangedAction | ChangesetOperationStatusChangedAction | ChangesetClearedAction | AnnotationsSetAction | AnnotationsUpdatedAction | AnnotationsRemovedAction | AnnotationsEntrySetAction | AnnotationsEntryRemovedAction | TerminalDataAction | TerminalInputAction | TerminalResizedAction | TerminalClaimedAction | TerminalTitleChangedAction | TerminalCwdChangedAction | TerminalExitedAction | TerminalClearedAction | TerminalCommandDetectionAvailableAction | TerminalCommandExecutedAction | TerminalCommandFinishedAction | ResourceWatchChangedAction | AutomationCreateRequestedAction | AutomationUpdateRequestedAction | AutomationSetAction | AutomationRemovedAction | AutomationRunLifecycleChangedAction | AutomationRunSessionSetAction | AutomationRunSessionRemovedAction | AutomationRunPrimarySessionChangedAction | AutomationRunCancelRequestedAction
 
 
 class DispatchActionParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this action targets")]
-    clientSeq: Annotated[int | float, Field(description="Client sequence number")]
-    action: Annotated[StateAction, Field(description="The action to dispatch")]
+    channel: URI
+    clientSeq: int | float
+    action: StateAction
 
 
 class CreateSessionParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(description="Session URI (client-chosen, e.g. `ahp-session:/<uuid>`)"),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The working directories the session's agent is granted tool access to.\nA session may span multiple directories; they are equal peers except when\nthe agent advertises a protected-primary capability. An\n{@link MultipleWorkingDirectoriesCapability.immutablePrimary | immutable\nprimary} is fixed, while a\n{@link MultipleWorkingDirectoriesCapability.primaryReplacement | replaceable\nprimary} is changed only with `session/workingDirectoryReplaced`.\n\nA client MUST NOT supply more than one entry unless the agent advertises\n{@link AgentCapabilities.multipleWorkingDirectories}; a server without that\ncapability treats only the first entry as the session's working directory\nand ignores the rest. Dispatch working-directory actions to change the set\nafter the session has started."
-        ),
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Agent-specific configuration values collected via `resolveSessionConfig`.\nKeys and values correspond to the schema returned by the server."
-        ),
-    ] = None
-    activeClient: Annotated[
-        SessionActiveClient | None,
-        Field(
-            description="Eagerly claim an active client role for the new session.\n\nWhen provided, the server initializes the session with this client as an\nactive client, equivalent to dispatching a `session/activeClientSet`\naction immediately after creation. The `clientId` MUST match the\n`clientId` the creating client supplied in `initialize`."
-        ),
-    ] = None
-    progressToken: Annotated[
-        str | None,
-        Field(
-            description="Opt-in progress token. When set, the client is offering to receive\n`progress` notifications (see `ProgressParams`) for any long-running work\nthe server does to bring this session up — most notably the lazy,\nfirst-use download of the provider's native SDK. The server echoes this\nexact token on every `progress` frame so the client can correlate it to\nthis `createSession` call (and the UI awaiting it).\n\nThe token MUST be unique across the client's active requests. The server\nMAY ignore it (e.g. when nothing long-running is needed), in which case no\n`progress` notifications are emitted."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectories: list[URI] | None = None
+    config: dict[str, Any] | None = None
+    activeClient: SessionActiveClient | None = None
+    progressToken: str | None = None
 
 
 class RootState(BaseModel):
-    agents: Annotated[
-        list[AgentInfo], Field(description="Available agent backends and their models")
-    ]
-    activeSessions: Annotated[
-        int | float | None,
-        Field(description="Number of active (non-disposed) sessions on the server"),
-    ] = None
-    terminals: Annotated[
-        list[TerminalInfo] | None,
-        Field(
-            description="Known terminals on the server. Subscribe to individual terminal URIs for full state."
-        ),
-    ] = None
-    config: Annotated[
-        RootConfigState | None,
-        Field(description="Agent host configuration schema and current values"),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata about the agent host itself.\n\nClients MAY look for well-known keys here to provide enhanced UI.",
-        ),
-    ] = None
+    agents: list[AgentInfo]
+    activeSessions: int | float | None = None
+    terminals: list[TerminalInfo] | None = None
+    config: RootConfigState | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class SessionState(BaseModel):
-    provider: Annotated[str, Field(description="Agent provider ID")]
-    title: Annotated[str, Field(description="Session title")]
-    status: Annotated[SessionStatus, Field(description="Current session status")]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the session is currently doing"
-        ),
-    ] = None
-    origin: Annotated[
-        SessionOrigin | None,
-        Field(
-            description="Durable {@link AutomationSessionOrigin}, when an automation run created this session."
-        ),
-    ] = None
-    project: Annotated[
-        ProjectInfo | None, Field(description="Server-owned project for this session")
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The working directories the session's agent has tool access to, as\nmaintained by working-directory actions. Directories are equal peers except\nwhen the agent advertises\n{@link MultipleWorkingDirectoriesCapability.immutablePrimary} without\n{@link MultipleWorkingDirectoriesCapability.primaryReplacement} (the first\nentry is then a fixed process root), or advertises `primaryReplacement`\n(the first entry is a protected, replaceable primary slot). Individual chats\nMAY restrict to a subset via\n{@link ChatSummary.workingDirectories | their own `workingDirectories`}; a\nchat that sets none operates against this full set."
-        ),
-    ] = None
-    annotations: Annotated[
-        AnnotationsSummary | None,
-        Field(
-            description="Lightweight summary of this session's inline annotations channel\n(`ahp-session:/<uuid>/annotations`). Surfaced so badge UI can render\nannotation / entry counts without subscribing. Absent when the session\ndoes not expose an annotations channel."
-        ),
-    ] = None
-    lifecycle: Annotated[
-        SessionLifecycle, Field(description="Session initialization state")
-    ]
-    creationError: Annotated[
-        ErrorInfo | None, Field(description="Error details if creation failed")
-    ] = None
-    serverTools: Annotated[
-        list[ToolDefinition] | None,
-        Field(description="Tools provided by the server (agent host) for this session"),
-    ] = None
-    activeClients: Annotated[
-        list[SessionActiveClient],
-        Field(
-            description="The clients currently providing tools and interactive capabilities to this\nsession. If multiple tools or customizations are provided by the same\nactive client, an agent host MAY deduplicate them when exposed to a model,\nwith a preference given to the client that started the turn.\n\nMembership is host-managed: clients add (or refresh) themselves with\n`session/activeClientSet`, and the host removes them with\n`session/activeClientRemoved` when they unsubscribe, disconnect without\nreconnecting in time, or reconnect without resubscribing to the session."
-        ),
-    ]
-    chats: Annotated[
-        list[ChatSummary],
-        Field(
-            description="Catalog of chats in this session.\n\nOrder is host-authoritative and durable. Catalog order is independent of\n`defaultChat`."
-        ),
-    ]
-    defaultChat: Annotated[
-        URI | None,
-        Field(
-            description="The chat that receives input when the user addresses the session without\nselecting a specific chat. This routing designation does not determine the\nchat's catalog position. Hosts MAY change it over the session's lifetime."
-        ),
-    ] = None
-    config: Annotated[
-        SessionConfigState | None,
-        Field(description="Session configuration schema and current values"),
-    ] = None
-    customizations: Annotated[
-        list[Customization] | None,
-        Field(
-            description="Top-level customizations active in this session.\n\nAlways one of the {@link Customization} variants:\n\n- Container customizations ({@link PluginCustomization},\n  {@link DirectoryCustomization}) whose children — agents, skills,\n  prompts, rules, hooks, MCP servers — live in each container's\n  {@link ContainerCustomizationBase.children | `children`} array.\n- Top-level {@link McpServerCustomization} entries the host\n  surfaces directly (for example a globally-configured MCP server\n  that isn't bundled in a plugin or directory). MCP servers may\n  also appear as children of a container.\n\nClient-published plugins arrive via\n{@link SessionActiveClient.customizations | `activeClients[].customizations`}\nand the host propagates them into this list (typically with the\ncontainer's `clientId` set and `children` populated). Clients\npublish in container shape only; bare MCP servers at the top level\nare server-originated."
-        ),
-    ] = None
-    changesets: Annotated[
-        list[Changeset] | None,
-        Field(
-            description="Catalogue of changesets the server can produce for this session. Each\nentry advertises a subscribable view of file changes (uncommitted,\nsession-wide, per-turn, etc.) and the URI template the client expands\nbefore subscribing. See {@link Changeset} for the full shape and\n{@link /guide/changesets | Changesets} for an overview of the model."
-        ),
-    ] = None
-    inputNeeded: Annotated[
-        list[SessionInputRequest] | None,
-        Field(
-            description="Outstanding input the session is blocked on, aggregated across every chat\nso a client can discover and answer it from the session channel alone,\nwithout subscribing to individual chats.\n\nEach entry is self-sufficient: it carries the owning chat's URI plus every\nidentifier the client needs to respond. A client answers by dispatching the\nordinary `chat/*` action to that chat's channel — see\n{@link SessionInputRequest} for the per-variant response path. A list\nholding any entry other than\n{@link SessionInputRequestKind.ToolClientExecution} implies\n{@link SessionStatus.InputNeeded} on {@link SessionSummary.status};\nclient-execution entries are work delegated to a client rather than a\nprompt, so they leave the session's activity unchanged.\n\nHost-managed: the host upserts entries with `session/inputNeededSet` as\nchats raise requests and removes them with `session/inputNeededRemoved`\nonce the underlying request resolves."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this session.\n\nClients MAY look for well-known keys here to provide enhanced UI.\nFor example, a `git` key may provide extra git metadata about the session's\nworking directories.",
-        ),
-    ] = None
+    provider: str
+    title: str
+    status: SessionStatus
+    activity: str | None = None
+    origin: SessionOrigin | None = None
+    project: ProjectInfo | None = None
+    workingDirectories: list[URI] | None = None
+    annotations: AnnotationsSummary | None = None
+    lifecycle: SessionLifecycle
+    creationError: ErrorInfo | None = None
+    serverTools: list[ToolDefinition] | None = None
+    activeClients: list[SessionActiveClient]
+    chats: list[ChatSummary]
+    defaultChat: URI | None = None
+    config: SessionConfigState | None = None
+    customizations: list[Customization] | None = None
+    changesets: list[Changeset] | None = None
+    inputNeeded: list[SessionInputRequest] | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ChatState(BaseModel):
-    resource: Annotated[URI, Field(description="Chat URI")]
-    title: Annotated[str, Field(description="Chat title")]
-    status: Annotated[
-        SessionStatus,
-        Field(description="Current chat status (reuses SessionStatus shape)"),
-    ]
-    activity: Annotated[
-        str | None,
-        Field(
-            description="Human-readable description of what the chat is currently doing"
-        ),
-    ] = None
-    modifiedAt: Annotated[
-        str,
-        Field(
-            description='Last modification timestamp (ISO 8601, e.g. `"2025-03-10T18:42:03.123Z"`)'
-        ),
-    ]
-    changes: Annotated[
-        ChangesSummary | None,
-        Field(
-            description="Aggregate summary of file changes associated with this chat. Servers may\npopulate this to give clients a quick at-a-glance view of the chat's\nfootprint without requiring the client to subscribe to a changeset."
-        ),
-    ] = None
-    origin: Annotated[
-        ChatOrigin | None, Field(description="How this chat came into existence")
-    ] = None
-    movable: Annotated[
-        bool | None,
-        Field(
-            description="Whether this chat is eligible to be the source of `moveChat`, including\nsame-session ordering.\n\nThe host is authoritative. Absence means `false`. A `true` value does not\nguarantee that a particular request will succeed. A chat referenced by its\nowning session's `defaultChat` MUST NOT be movable."
-        ),
-    ] = None
-    interactivity: Annotated[
-        ChatInteractivity | None,
-        Field(
-            description="How the user can interact with this chat. See {@link ChatInteractivity}.\n\nSupports agent-team patterns where worker chats are read-only or hidden.\nAbsence defaults to {@link ChatInteractivity.Full} for backward\ncompatibility."
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The subset of the session's\n{@link SessionState.workingDirectories | `workingDirectories`} that this\nchat's agent has tool access to. Every entry MUST be present in the owning\nsession's `workingDirectories`; servers MUST reject a\n`chat/workingDirectorySet` action that violates this constraint.\n\nWhen absent, the chat inherits the full session set. When present but empty\n(not recommended), the chat has no working-directory tool access at all.\n\nDispatch `chat/workingDirectorySet` / `chat/workingDirectoryRemoved` to\nupdate the subset on a running chat."
-        ),
-    ] = None
-    changesets: Annotated[
-        list[Changeset] | None,
-        Field(
-            description="Catalogue of changesets the server can produce for this chat. Each entry\nadvertises a subscribable view of file changes scoped to the chat's\neffective working directories and the URI template the client expands\nbefore subscribing. See {@link Changeset} for the full shape and\n{@link /guide/changesets | Changesets} for an overview of the model.\n\nThis catalogue is intentionally absent from {@link ChatSummary}; clients\nobtain it by subscribing to the chat channel."
-        ),
-    ] = None
-    backgroundWork: Annotated[
-        list[BackgroundWork] | None,
-        Field(
-            description="Work running in the background for this chat, such as shells and\nsubagents. Only active work is listed: hosts remove an entry once the work\nends. An entry may have been started by an earlier turn rather than the\n{@link ChatState.activeTurn | activeTurn}.\n\nLike {@link ChatState.changesets | changesets}, this is intentionally\nabsent from {@link ChatSummary}; clients obtain it by subscribing to the\nchat channel."
-        ),
-    ] = None
-    canvases: Annotated[
-        list[CanvasReference] | None,
-        Field(
-            description="Live canvases currently exposed by this chat.\n\nEntries intentionally contain only subscribable channel references.\nClients subscribe to each resource for the experimental presentation\nstate, including its current live source URL."
-        ),
-    ] = None
-    turns: Annotated[list[Turn], Field(description="Completed turns")]
-    turnsNextCursor: Annotated[
-        str | None,
-        Field(
-            description="Cursor for loading older completed turns into this chat state.\n\nPresence means `turns` is a tail window and more historical turns are\navailable. Pass this opaque cursor to `fetchTurns`; the host MUST insert\nthe loaded turns into state and update or clear this cursor before\nresponding. Absence means the state contains all retained turns."
-        ),
-    ] = None
-    activeTurn: Annotated[
-        ActiveTurn | None, Field(description="Currently in-progress turn")
-    ] = None
-    steeringMessage: Annotated[
-        PendingMessage | None,
-        Field(
-            description="Message to inject into the current turn at a convenient point"
-        ),
-    ] = None
-    queuedMessages: Annotated[
-        list[PendingMessage] | None,
-        Field(
-            description="Messages to send automatically as new turns after the current turn finishes"
-        ),
-    ] = None
-    draft: Annotated[
-        Message | None,
-        Field(
-            description="The user's in-progress draft input for this chat — the message they are\ncomposing but have not sent yet, including its\n{@link Message.model | model} / {@link Message.agent | agent} selection\nand attachments.\n\nClients MAY periodically sync their local input state into this field so\na draft survives reloads and is visible to other clients viewing the same\nchat. Eager syncing is **not** required — clients SHOULD debounce and MAY\nsync only at convenient points. When presenting input UI for an existing\nchat, clients SHOULD use any `draft` to initialize their input state.\nCleared (set to `undefined`) once the message is sent."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this chat.",
-        ),
-    ] = None
+    resource: URI
+    title: str
+    status: SessionStatus
+    activity: str | None = None
+    modifiedAt: str
+    changes: ChangesSummary | None = None
+    origin: ChatOrigin | None = None
+    movable: bool | None = None
+    interactivity: ChatInteractivity | None = None
+    workingDirectories: list[URI] | None = None
+    changesets: list[Changeset] | None = None
+    backgroundWork: list[BackgroundWork] | None = None
+    canvases: list[CanvasReference] | None = None
+    turns: list[Turn]
+    turnsNextCursor: str | None = None
+    activeTurn: ActiveTurn | None = None
+    steeringMessage: PendingMessage | None = None
+    queuedMessages: list[PendingMessage] | None = None
+    draft: Message | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class ActionEnvelope(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this action belongs to.")]
+    channel: URI
     action: StateAction
     serverSeq: int | float
     origin: ActionOrigin | None = None
@@ -7844,139 +3365,46 @@ class ActionEnvelope(BaseModel):
 
 
 class ReconnectReplayResult(BaseModel):
-    type: Annotated[Literal["replay"], Field(description="Discriminant")]
-    actions: Annotated[
-        list[ActionEnvelope],
-        Field(description="Missed action envelopes since `lastSeenServerSeq`"),
-    ]
-    missing: Annotated[
-        list[URI],
-        Field(
-            description="URIs from `ReconnectParams.subscriptions` that the server cannot resume.\nThis includes resources that no longer exist (e.g. disposed sessions or\nterminals) as well as resources the client is no longer permitted to\nobserve. Clients SHOULD drop these from their local subscription set."
-        ),
-    ]
-    windows: Annotated[
-        ChannelDeliveryResumeResult | None,
-        Field(
-            description="Retained windowed subscriptions; content is delivered separately.\nThe server MUST omit this field unless ReconnectParams.windows was supplied\nand MUST return only channels requested in ReconnectParams.windows.items.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    type: Literal["replay"]
+    actions: list[ActionEnvelope]
+    missing: list[URI]
+    windows: ChannelDeliveryResumeResult | None = None
 
 
 class Snapshot(BaseModel):
-    resource: Annotated[
-        URI,
-        Field(
-            description="The subscribed channel URI (e.g. `ahp-root://`, `ahp-session:/<uuid>`, `ahp-chat:/<uuid>`, or `ahp-canvas:/<uuid>`)"
-        ),
-    ]
-    state: Annotated[
-        RootState | SessionState | TerminalState | ChangesetState | ResourceWatchState | AnnotationsState | ChatState | CanvasState | AutomationState | AutomationRunState,
-        Field(description="The current state of the resource"),
-    ]
-    fromSeq: Annotated[
-        int | float,
-        Field(
-            description="The `serverSeq` at which this snapshot was taken. Subsequent actions will have `serverSeq > fromSeq`."
-        ),
-    ]
+    resource: URI
+    state: RootState | SessionState | TerminalState | ChangesetState | ResourceWatchState | AnnotationsState | ChatState | CanvasState | AutomationState | AutomationRunState
+    fromSeq: int | float
 
 
 class InitializeResult(BaseModel):
-    protocolVersion: Annotated[
-        str,
-        Field(
-            description='Protocol version selected by the server. MUST be one of the entries in\n`InitializeParams.protocolVersions`. Formatted as a [SemVer](https://semver.org)\n`MAJOR.MINOR.PATCH` string (e.g. `"0.1.0"`).'
-        ),
-    ]
-    serverSeq: Annotated[
-        int | float, Field(description="Current server sequence number")
-    ]
-    serverInfo: Annotated[
-        Implementation | None,
-        Field(
-            description="Optional identity of the server implementation (name and version).\nInformational only — see {@link Implementation} for how it may and may not\nbe used. Whereas {@link InitializeResult.protocolVersion | `protocolVersion`}\nidentifies the negotiated protocol, `serverInfo` identifies the host\nsoftware behind it."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional implementation-specific extension metadata advertised by the host.\n\nHosts and clients MAY agree on namespaced keys for capabilities that are not\npart of the standardized protocol. Clients MUST ignore keys they do not\nunderstand. Capabilities needed for interoperable behavior SHOULD use typed\nfields on {@link InitializeResult} instead.",
-        ),
-    ] = None
-    snapshots: Annotated[
-        list[Snapshot],
-        Field(description="Snapshots for each `initialSubscriptions` URI"),
-    ]
-    defaultDirectory: Annotated[
-        URI | None,
-        Field(description="Suggested default directory for remote filesystem browsing"),
-    ] = None
-    completionTriggerCharacters: Annotated[
-        list[str] | None,
-        Field(
-            description="Characters that, when typed in a {@link Message} input, SHOULD cause\nthe client to issue a `completions` request with\n{@link CompletionItemKind.UserMessage}. Typically includes characters like\n`'@'` or `'/'`."
-        ),
-    ] = None
-    terminalCommandPrefix: Annotated[
-        str | None,
-        Field(
-            description='Prefix that the host recognizes at the start of a user {@link Message.text}\nas a shorthand for executing the remainder as a terminal command. Currently\nthe standardized convention is `"!"`; absence means the host does not\nsupport command prefixes.'
-        ),
-    ] = None
-    telemetry: Annotated[
-        TelemetryCapabilities | None,
-        Field(
-            description="OTLP telemetry channels the host emits, if any. Each populated field is\neither a literal `ahp-otlp:` channel URI or an RFC 6570 URI template a\nclient expands before subscribing (currently only the `logs` channel\ndefines a template variable, `{level}`, for subscriber-side severity\nfiltering). Clients MAY ignore signals they cannot process."
-        ),
-    ] = None
-    automations: Annotated[
-        AutomationCapabilities | None,
-        Field(
-            description="Host-owned automation support. Presence means clients may subscribe to\n`ahp-automations://` for {@link AutomationState}; absence means the\nhost does not expose an automation catalogue or automation commands."
-        ),
-    ] = None
-    tcpConnections: Annotated[
-        TcpConnectionsCapability | None,
-        Field(
-            description="Presence advertises support for the createTcpConnection command. Consumers\nmay call it to create a private TCP channel on the host's network, then use\nordinary subscribe to negotiate shared flow control for that channel.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    protocolVersion: str
+    serverSeq: int | float
+    serverInfo: Implementation | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    snapshots: list[Snapshot]
+    defaultDirectory: URI | None = None
+    completionTriggerCharacters: list[str] | None = None
+    terminalCommandPrefix: str | None = None
+    telemetry: TelemetryCapabilities | None = None
+    automations: AutomationCapabilities | None = None
+    tcpConnections: TcpConnectionsCapability | None = None
 
 
 class ReconnectSnapshotResult(BaseModel):
-    type: Annotated[Literal["snapshot"], Field(description="Discriminant")]
-    snapshots: Annotated[
-        list[Snapshot], Field(description="Fresh snapshots for each subscription")
-    ]
-    windows: Annotated[
-        ChannelDeliveryResumeResult | None,
-        Field(
-            description="Windowed channels select replay/snapshot/live recovery independently of legacy fallback.\nThe server MUST omit this field unless ReconnectParams.windows was supplied\nand MUST return only channels requested in ReconnectParams.windows.items.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    type: Literal["snapshot"]
+    snapshots: list[Snapshot]
+    windows: ChannelDeliveryResumeResult | None = None
 
 
 class SubscribeResult(BaseModel):
-    snapshot: Annotated[
-        Snapshot | None,
-        Field(
-            description="Snapshot of the subscribed channel's state (omitted for stateless channels)"
-        ),
-    ] = None
-    flowControl: Annotated[
-        ChannelFlowControl | None,
-        Field(
-            description="Accepted receive limits; install the consumer before processing frames.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    snapshot: Snapshot | None = None
+    flowControl: ChannelFlowControl | None = None
 
 
 class ReconnectResult(RootModel[ReconnectReplayResult | ReconnectSnapshotResult]):
     root: Annotated[
-        ReconnectReplayResult | ReconnectSnapshotResult,
-        Field(description="Result of the `reconnect` command.", discriminator="type"),
+        ReconnectReplayResult | ReconnectSnapshotResult, Field(discriminator="type")
     ]
 
 
@@ -8004,10 +3432,7 @@ class ProtocolNotification(
         | TcpEofParams
     ]
 ):
-    root: Annotated[
-        AuthRequiredParams | ChannelFrameParams | ChannelCreditParams | ChannelReadyParams | ChannelResetParams | ChannelSnapshotParams | SessionAddedParams | SessionRemovedParams | SessionSummaryChangedParams | ProgressParams | OtlpExportLogsParams | OtlpExportTracesParams | OtlpExportMetricsParams | TcpDataParams | TcpEofParams,
-        Field(description="Discriminated union of all protocol notifications."),
-    ]
+    root: AuthRequiredParams | ChannelFrameParams | ChannelCreditParams | ChannelReadyParams | ChannelResetParams | ChannelSnapshotParams | SessionAddedParams | SessionRemovedParams | SessionSummaryChangedParams | ProgressParams | OtlpExportLogsParams | OtlpExportTracesParams | OtlpExportMetricsParams | TcpDataParams | TcpEofParams
 
 
 ConfigPropertySchema.model_rebuild()

@@ -9,35 +9,8 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 class AuthenticateParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    resource: Annotated[
-        str,
-        Field(
-            description="The protected resource identifier. MUST match a `resource` value the\nserver has advertised — via `ProtectedResourceMetadata` in\n`AgentInfo.protectedResources`, or via a live\n`McpServerAuthRequiredState.resource` / `ToolCallAuthRequiredState.auth.resource`."
-        ),
-    ]
-    token: Annotated[
-        str,
-        Field(
-            description="Bearer token obtained from the resource's authorization server"
-        ),
-    ]
-    expiresIn: Annotated[
-        int | None,
-        Field(
-            description="The access token's remaining lifetime, in seconds, when this\n`authenticate` request is sent. This corresponds to `expires_in` in an\nOAuth 2.0 token response (RFC 6749 section 5.1).\n\nIf the client retained the original token response, it MUST subtract the\nelapsed time before forwarding this value. Omit this field when the\nauthorization server did not supply an expiry or the expiry is otherwise\nunknown. When supplied, the value MUST be a positive integer.\n\nThis field is irrelevant when `token` is empty to revoke authentication\nand SHOULD be omitted in that case.",
-            ge=1,
-        ),
-    ] = None
-    scopes: Annotated[
-        list[str] | None,
-        Field(
-            description="OAuth scopes the token grants, when known. Lets the server determine\nwhether a specific challenge — e.g. the `requiredScopes` on a live\n`McpServerAuthRequiredState` or `ToolCallAuthRequiredState.auth` — is\nsatisfied without decoding the (opaque, server-specific) token itself.\nOmit when the client doesn't track granted scopes separately from the\ntoken."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    resource: str
+    token: str
+    expiresIn: Annotated[int | None, Field(ge=1)] = None
+    scopes: list[str] | None = None

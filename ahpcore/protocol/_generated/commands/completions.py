@@ -8,45 +8,16 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class CompletionItemKind(RootModel[Literal["userMessage"]]):
-    root: Annotated[
-        Literal["userMessage"],
-        Field(description="The kind of completion items being requested."),
-    ]
+    root: Literal["userMessage"]
 
 
 class CompletionsParams(BaseModel):
-    channel: Annotated[
-        URI, Field(description="The chat URI the completion is being requested for.")
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    kind: Annotated[
-        CompletionItemKind,
-        Field(description="What kind of completion is being requested."),
-    ]
-    text: Annotated[
-        str,
-        Field(
-            description="The complete text of the input being completed (e.g. the full user\nmessage text typed so far)."
-        ),
-    ]
-    offset: Annotated[
-        int | float,
-        Field(
-            description="The character offset within `text` at which the completion is requested,\nmeasured in UTF-16 code units. MUST satisfy `0 <= offset <= text.length`."
-        ),
-    ]
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    kind: CompletionItemKind
+    text: str
+    offset: int | float

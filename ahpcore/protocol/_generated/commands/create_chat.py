@@ -8,320 +8,119 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class TextPosition(BaseModel):
-    line: Annotated[int | float, Field(description="Zero-based line number.")]
-    character: Annotated[
-        int | float, Field(description="Zero-based character offset within the line.")
-    ]
+    line: int | float
+    character: int | float
 
 
 class TextRange(BaseModel):
-    start: Annotated[TextPosition, Field(description="Start position of the range.")]
-    end: Annotated[TextPosition, Field(description="End position of the range.")]
+    start: TextPosition
+    end: TextPosition
 
 
 class TextSelection(BaseModel):
-    range: Annotated[
-        TextRange, Field(description="The range covered by the selection.")
-    ]
+    range: TextRange
 
 
 class SideChatSelection(BaseModel):
-    text: Annotated[
-        str,
-        Field(
-            description="Exact selected-text snapshot captured at `createChat` acceptance.\n\nMUST be non-empty."
-        ),
-    ]
-    responsePartId: Annotated[
-        str | None,
-        Field(
-            description="Optional provenance for the response part that contained {@link text} when\nthe host took the snapshot.\n\nAdvisory only: this is not a live range or offset and MUST NOT be used to\nrecompute `text`."
-        ),
-    ] = None
+    text: str
+    responsePartId: str | None = None
 
 
 class SimpleMessageAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["simple"], Field(description="Discriminant")]
-    modelRepresentation: Annotated[
-        str | None,
-        Field(
-            description="Representation of the attachment as it should be shown to the model.\n\nIf the attachment was produced by the client, this property MUST be\ndefined so the agent host can correctly interpret the attachment. This\nproperty MAY be omitted when the attachment originated from a\n`completions` response."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["simple"]
+    modelRepresentation: str | None = None
 
 
 class MessageEmbeddedResourceAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["embeddedResource"], Field(description="Discriminant")]
-    data: Annotated[str, Field(description="Base64-encoded binary data")]
-    contentType: Annotated[
-        str,
-        Field(
-            description='Content MIME type (e.g. `"image/png"`, `"application/pdf"`)'
-        ),
-    ]
-    selection: Annotated[
-        TextSelection | None,
-        Field(
-            description="Optional selection within the attached textual resource.\n\nOnly meaningful for textual resources."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["embeddedResource"]
+    data: str
+    contentType: str
+    selection: TextSelection | None = None
 
 
 class JsonPrimitive(RootModel[str | int | float | bool | None]):
-    root: Annotated[
-        str | int | float | bool | None,
-        Field(
-            description="A primitive JSON value: a string, number, boolean, or `null`."
-        ),
-    ]
+    root: str | int | float | bool | None
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class MessageKind(
     RootModel[Literal["user", "agent", "tool", "automation", "systemNotification"]]
 ):
-    root: Annotated[
-        Literal["user", "agent", "tool", "automation", "systemNotification"],
-        Field(
-            description="Discriminant for {@link MessageOrigin} — identifies who produced a message."
-        ),
-    ]
+    root: Literal["user", "agent", "tool", "automation", "systemNotification"]
 
 
 class ForkChatSource(BaseModel):
-    kind: Annotated[Literal["fork"], Field(description="Discriminant")]
-    chat: Annotated[URI, Field(description="URI of the existing source chat.")]
-    turnId: Annotated[
-        str,
-        Field(
-            description="Completed turn identifier in the source chat.\n\nContent through this turn is copied into the new chat's visible `turns`."
-        ),
-    ]
+    kind: Literal["fork"]
+    chat: URI
+    turnId: str
 
 
 class SideChatSource(BaseModel):
-    kind: Annotated[Literal["sideChat"], Field(description="Discriminant")]
-    chat: Annotated[URI, Field(description="URI of the existing source chat.")]
-    turnId: Annotated[
-        str,
-        Field(
-            description="Stable source-turn identifier in the source chat.\n\nHosts resolve this id against the source chat's current `activeTurn` or its\nretained `turns` when accepting `createChat`. If it names the current\nactive turn, the host snapshots the source chat's retained history plus\nthat turn's current user message and any partial assistant response already\navailable. Once that turn later becomes historical, it is still referenced\nby this same identifier."
-        ),
-    ]
-    selection: Annotated[
-        SideChatSelection | None,
-        Field(
-            description="Optional immutable selected-text snapshot to carry into the created side\nchat's origin.\n\nWhen present, the host MUST snapshot and preserve this exact selection when\nit accepts `createChat`; later source-turn deltas do not alter it."
-        ),
-    ] = None
+    kind: Literal["sideChat"]
+    chat: URI
+    turnId: str
+    selection: SideChatSelection | None = None
 
 
 class ChatSource(RootModel[ForkChatSource | SideChatSource]):
-    root: Annotated[
-        ForkChatSource | SideChatSource,
-        Field(description="Identifies a source chat for a new chat."),
-    ]
+    root: ForkChatSource | SideChatSource
 
 
 class ModelSelection(BaseModel):
-    id: Annotated[str, Field(description="Model identifier")]
-    config: Annotated[
-        dict[str, JsonPrimitive | None] | None,
-        Field(
-            description="Model-specific configuration values. Values are JSON primitives: most\npickers produce strings, but some (e.g. a numeric context-size picker)\nproduce numbers or booleans, which are carried through as-is."
-        ),
-    ] = None
+    id: str
+    config: dict[str, JsonPrimitive | None] | None = None
 
 
 class AgentSelection(BaseModel):
-    uri: Annotated[
-        URI,
-        Field(
-            description="Stable agent URI (matches an {@link AgentCustomization.uri})."
-        ),
-    ]
+    uri: URI
 
 
 class MessageOrigin(BaseModel):
-    kind: Annotated[
-        MessageKind, Field(description="The kind of actor that produced the message.")
-    ]
+    kind: MessageKind
 
 
 class MessageResourceAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="Content URI")]
-    sizeHint: Annotated[
-        int | float | None, Field(description="Approximate size in bytes")
-    ] = None
-    contentType: Annotated[str | None, Field(description="Content MIME type")] = None
-    nonce: Annotated[str | None, Field(description="Content nonce")] = None
-    type: Annotated[Literal["resource"], Field(description="Discriminant")]
-    selection: Annotated[
-        TextSelection | None,
-        Field(
-            description="Optional selection within the referenced textual resource.\n\nOnly meaningful for textual resources."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    sizeHint: int | float | None = None
+    contentType: str | None = None
+    nonce: str | None = None
+    type: Literal["resource"]
+    selection: TextSelection | None = None
 
 
 class MessageAnnotationsAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["annotations"], Field(description="Discriminant")]
-    resource: Annotated[
-        URI,
-        Field(
-            description="The annotations channel URI (typically `ahp-session:/<uuid>/annotations`).\nMatches {@link AnnotationsSummary.resource}."
-        ),
-    ]
-    annotationIds: Annotated[
-        list[str] | None,
-        Field(
-            description="Specific {@link Annotation.id | annotation ids} to reference. When\nomitted, the attachment references all annotations on the channel."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["annotations"]
+    resource: URI
+    annotationIds: list[str] | None = None
 
 
 class MessageChatAttachment(BaseModel):
-    label: Annotated[
-        str,
-        Field(
-            description="A human-readable label for the attachment (e.g. the filename of a file\nattachment). Used for display in UI."
-        ),
-    ]
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="If defined, the range in {@link Message.text} that references this\nattachment. This is a text range, not a byte range."
-        ),
-    ] = None
-    displayKind: Annotated[
-        str | None,
-        Field(
-            description="Advisory display hint for clients rendering this attachment. Recognized\nvalues include:\n\n- `'image'`: the attachment is an image\n- `'document'`: the attachment is a textual document\n- `'symbol'`: the attachment is a code symbol (e.g. a function or class)\n- `'directory'`: the attachment is a folder\n- `'selection'`: the attachment is a selection within a document\n\nImplementations MAY provide additional values; clients SHOULD fall back\nto a reasonable default when an unknown value is encountered."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional implementation-defined metadata for the attachment.\n\nIf the attachment was produced by the `completions` command, the client\nMUST preserve every property of `_meta` originally returned by the agent\nhost when sending the user message containing the accepted completion.",
-        ),
-    ] = None
-    type: Annotated[Literal["chat"], Field(description="Discriminant")]
-    resource: Annotated[URI, Field(description="URI of the referenced chat.")]
-    endTurn: Annotated[
-        str | None,
-        Field(
-            description="Last completed turn included in the referenced transcript. When omitted,\nthe host pins the latest completed turn when accepting the message."
-        ),
-    ] = None
+    label: str
+    range: TextRange | None = None
+    displayKind: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    type: Literal["chat"]
+    resource: URI
+    endTurn: str | None = None
 
 
 class MessageAttachment(
@@ -335,64 +134,23 @@ class MessageAttachment(
 ):
     root: Annotated[
         SimpleMessageAttachment | MessageEmbeddedResourceAttachment | MessageResourceAttachment | MessageAnnotationsAttachment | MessageChatAttachment,
-        Field(
-            description="An attachment associated with a {@link Message}.",
-            discriminator="type",
-        ),
+        Field(discriminator="type"),
     ]
 
 
 class Message(BaseModel):
-    text: Annotated[str, Field(description="Message text")]
-    origin: Annotated[MessageOrigin, Field(description="The origin of the message")]
-    attachments: Annotated[
-        list[MessageAttachment] | None, Field(description="File/selection attachments")
-    ] = None
-    model: Annotated[
-        ModelSelection | None,
-        Field(
-            description="The model this message was, or will be, sent with.\n\nFor historic user/agent messages this records the model actually used, so\na client editing or resending the message can retain that selection. For a\n{@link ChatState.draft | draft} it carries the model the user picked for\nthe message they are composing. Absent means the agent host's default\nmodel applies."
-        ),
-    ] = None
-    agent: Annotated[
-        AgentSelection | None,
-        Field(
-            description="The custom agent this message was, or will be, sent with.\n\nFor historic messages this records the agent actually used; for a\n{@link ChatState.draft | draft} it carries the agent the user picked.\nAbsent means no custom agent — the provider's default behavior applies."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this message.\n\nClients MAY look for well-known keys here to provide enhanced UI, and\nagent hosts MAY use it to carry context that does not fit any other\nfield. Mirrors the MCP `_meta` convention.",
-        ),
-    ] = None
+    text: str
+    origin: MessageOrigin
+    attachments: list[MessageAttachment] | None = None
+    model: ModelSelection | None = None
+    agent: AgentSelection | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class CreateChatParams(BaseModel):
-    channel: Annotated[URI, Field(description="Session URI containing the new chat.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    chat: Annotated[
-        URI, Field(description="Chat URI (client-chosen, e.g. `ahp-chat:/<uuid>`).")
-    ]
-    initialMessage: Annotated[
-        Message | None, Field(description="Optional initial message for the new chat.")
-    ] = None
-    source: Annotated[
-        ChatSource | None,
-        Field(
-            description='Optional source chat and source turn.\n\nThe source chat MUST belong to this session. Clients MUST only request\n`kind: "fork"` when the selected agent advertises\n`capabilities.multipleChats.fork`, and `kind: "sideChat"` when the\nselected agent advertises `capabilities.multipleChats.sideChat`. Both\nsource forms carry a stable top-level `turnId`. Forks target completed\nturns. Side chats also carry a stable `turnId`, which the host resolves\nagainst the source chat\'s current active turn or retained history. If it\nresolves to the active turn, the host snapshots the currently available\npartial response when accepting `createChat`. When\n`source.kind === "sideChat"` and `source.selection` is present, the host\nalso snapshots and preserves that exact selected text in the created chat\'s\norigin; any `responsePartId` there is provenance only, not a live range.'
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description='Initial working-directory subset for this chat. Every entry MUST be\npresent in the owning session\'s `workingDirectories`; the server MUST\nreject any entry that is not. When absent, the chat inherits the full\nsession set. Forked chats (those whose `source.kind` is `"fork"`) inherit\nthe source chat\'s `workingDirectories`; this field is ignored for forks.\n\nA client MUST NOT supply this field unless the agent advertises\n{@link AgentCapabilities.multipleWorkingDirectories}.'
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    chat: URI
+    initialMessage: Message | None = None
+    source: ChatSource | None = None
+    workingDirectories: list[URI] | None = None

@@ -16,39 +16,13 @@ class Includes(BaseModel):
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class CreateResourceWatchParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="URI to watch.")]
-    recursive: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the receiver MUST report changes for descendants of `uri`.\nIf `false` (default), only changes to `uri` itself — and, when `uri`\nis a directory, its direct children — are reported."
-        ),
-    ] = None
-    excludes: Annotated[
-        Excludes | None,
-        Field(
-            description="Glob patterns or paths relative to `uri` to exclude from reporting.\nWrapped in `{ items }` for forward compatibility."
-        ),
-    ] = None
-    includes: Annotated[
-        Includes | None,
-        Field(
-            description="Glob patterns or paths relative to `uri` to restrict reporting to.\nOmit to report every change under `uri` subject to `excludes`.\nWrapped in `{ items }` for forward compatibility."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    recursive: bool | None = None
+    excludes: Excludes | None = None
+    includes: Includes | None = None

@@ -8,89 +8,34 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class ProtectedResourceMetadata(BaseModel):
-    resource: Annotated[
-        str,
-        Field(
-            description='REQUIRED. The protected resource\'s resource identifier, a URL using the\n`https` scheme with no fragment component (e.g. `"https://api.github.com"`).'
-        ),
-    ]
-    resource_name: Annotated[
-        str | None,
-        Field(description="OPTIONAL. Human-readable name of the protected resource."),
-    ] = None
-    authorization_servers: Annotated[
-        list[str] | None,
-        Field(
-            description="OPTIONAL. JSON array of OAuth authorization server identifier URLs."
-        ),
-    ] = None
-    jwks_uri: Annotated[
-        str | None,
-        Field(
-            description="OPTIONAL. URL of the protected resource's JWK Set document."
-        ),
-    ] = None
-    scopes_supported: Annotated[
-        list[str] | None,
-        Field(
-            description="RECOMMENDED. JSON array of OAuth 2.0 scope values used in authorization requests."
-        ),
-    ] = None
-    bearer_methods_supported: Annotated[
-        list[str] | None,
-        Field(
-            description="OPTIONAL. JSON array of Bearer Token presentation methods supported."
-        ),
-    ] = None
-    resource_signing_alg_values_supported: Annotated[
-        list[str] | None,
-        Field(description="OPTIONAL. JSON array of JWS signing algorithms supported."),
-    ] = None
-    resource_documentation: Annotated[
-        str | None,
-        Field(
-            description="OPTIONAL. URL of human-readable documentation for the resource."
-        ),
-    ] = None
-    resource_policy_uri: Annotated[
-        str | None,
-        Field(description="OPTIONAL. URL of the resource's data-usage policy."),
-    ] = None
-    resource_tos_uri: Annotated[
-        str | None,
-        Field(description="OPTIONAL. URL of the resource's terms of service."),
-    ] = None
-    required: Annotated[
-        bool | None,
-        Field(
-            description="AHP extension. Whether authentication is required for this resource.\n\n- `true` (default) — the agent cannot be used without a valid token.\n  The server SHOULD return `AuthRequired` (`-32007`) if the client\n  attempts to use the agent without authenticating.\n- `false` — the agent works without authentication but MAY offer\n  enhanced capabilities when a token is provided.\n\nClients SHOULD treat an absent field the same as `true`."
-        ),
-    ] = None
+    resource: str
+    resource_name: str | None = None
+    authorization_servers: list[str] | None = None
+    jwks_uri: str | None = None
+    scopes_supported: list[str] | None = None
+    bearer_methods_supported: list[str] | None = None
+    resource_signing_alg_values_supported: list[str] | None = None
+    resource_documentation: str | None = None
+    resource_policy_uri: str | None = None
+    resource_tos_uri: str | None = None
+    required: bool | None = None
 
 
 class TextPosition(BaseModel):
-    line: Annotated[int | float, Field(description="Zero-based line number.")]
-    character: Annotated[
-        int | float, Field(description="Zero-based character offset within the line.")
-    ]
+    line: int | float
+    character: int | float
 
 
 class TextRange(BaseModel):
-    start: Annotated[TextPosition, Field(description="Start position of the range.")]
-    end: Annotated[TextPosition, Field(description="End position of the range.")]
+    start: TextPosition
+    end: TextPosition
 
 
 class ErrorInfo(BaseModel):
-    errorType: Annotated[str, Field(description="Error type identifier")]
-    message: Annotated[str, Field(description="Human-readable error message")]
-    stack: Annotated[str | None, Field(description="Stack trace")] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this error.\nClients MAY look for well-known optional keys here to provide enhanced UI\n(e.g. a structured chat fetch error for richer, localized messaging).",
-        ),
-    ] = None
+    errorType: str
+    message: str
+    stack: str | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class InputSchema(BaseModel):
@@ -106,27 +51,11 @@ class OutputSchema(BaseModel):
 
 
 class ToolAnnotations(BaseModel):
-    title: Annotated[
-        str | None, Field(description="Alternate human-readable title")
-    ] = None
-    readOnlyHint: Annotated[
-        bool | None,
-        Field(description="Tool does not modify its environment (default: false)"),
-    ] = None
-    destructiveHint: Annotated[
-        bool | None,
-        Field(description="Tool may perform destructive updates (default: true)"),
-    ] = None
-    idempotentHint: Annotated[
-        bool | None,
-        Field(
-            description="Repeated calls with the same arguments have no additional effect (default: false)"
-        ),
-    ] = None
-    openWorldHint: Annotated[
-        bool | None,
-        Field(description="Tool may interact with external entities (default: true)"),
-    ] = None
+    title: str | None = None
+    readOnlyHint: bool | None = None
+    destructiveHint: bool | None = None
+    idempotentHint: bool | None = None
+    openWorldHint: bool | None = None
 
 
 class CustomizationLoadingState(BaseModel):
@@ -139,14 +68,12 @@ class CustomizationLoadedState(BaseModel):
 
 class CustomizationDegradedState(BaseModel):
     kind: Literal["degraded"]
-    message: Annotated[
-        str, Field(description="Human-readable description of the warning.")
-    ]
+    message: str
 
 
 class CustomizationErrorState(BaseModel):
     kind: Literal["error"]
-    message: Annotated[str, Field(description="Human-readable error message.")]
+    message: str
 
 
 class ServerTools(BaseModel):
@@ -162,40 +89,15 @@ class Sampling(BaseModel):
 
 
 class AhpMcpUiHostCapabilities(BaseModel):
-    serverTools: Annotated[
-        ServerTools | None,
-        Field(
-            description="Producer proxies the MCP `tools/*` methods to the upstream server."
-        ),
-    ] = None
-    serverResources: Annotated[
-        ServerResources | None,
-        Field(
-            description="Producer proxies the MCP `resources/*` methods to the upstream server."
-        ),
-    ] = None
-    logging: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Producer accepts `notifications/message` log entries from the App via `mcpNotification`."
-        ),
-    ] = None
-    sampling: Annotated[
-        Sampling | None,
-        Field(
-            description="Producer serves `sampling/createMessage` via `mcpMethodCall`."
-        ),
-    ] = None
+    serverTools: ServerTools | None = None
+    serverResources: ServerResources | None = None
+    logging: dict[str, Any] | None = None
+    sampling: Sampling | None = None
 
 
 class McpServerStartingState(BaseModel):
     kind: Literal["starting"]
-    blocking: Annotated[
-        bool | None,
-        Field(
-            description="Hosts SHOULD set this to `true` when this server's startup will hold back\nthe processing of new messages (for example, the next turn) while the\nserver's contributions — such as its tools — are discovered.\n\nClients MAY dispatch\n{@link SessionMcpServerBackgroundRequestedAction | `session/mcpServerBackgroundRequested`}\nthrough an appropriate affordance to ask the host to background the\nstartup."
-        ),
-    ] = None
+    blocking: bool | None = None
 
 
 class McpServerReadyState(BaseModel):
@@ -203,23 +105,13 @@ class McpServerReadyState(BaseModel):
 
 
 class McpOAuthClient(BaseModel):
-    clientId: Annotated[
-        str,
-        Field(
-            description="OAuth client identifier registered with the authorization server."
-        ),
-    ]
-    clientSecret: Annotated[
-        str | None,
-        Field(
-            description="OAuth client secret for a confidential client. Absence means the client is\npublic and uses a secretless flow such as authorization code with PKCE."
-        ),
-    ] = None
+    clientId: str
+    clientSecret: str | None = None
 
 
 class McpServerErrorState(BaseModel):
     kind: Literal["error"]
-    error: Annotated[ErrorInfo, Field(description="Error details.")]
+    error: ErrorInfo
 
 
 class McpServerStoppedState(BaseModel):
@@ -244,394 +136,113 @@ class CustomizationLoadState(
         | CustomizationErrorState
     ]
 ):
-    root: Annotated[
-        CustomizationLoadingState | CustomizationLoadedState | CustomizationDegradedState | CustomizationErrorState,
-        Field(
-            description="Discriminated load state for a container customization\n({@link PluginCustomization} or {@link DirectoryCustomization})."
-        ),
-    ]
+    root: CustomizationLoadingState | CustomizationLoadedState | CustomizationDegradedState | CustomizationErrorState
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class McpAuthRequiredReason(
     RootModel[Literal["required", "expired", "insufficientScope"]]
 ):
-    root: Annotated[
-        Literal["required", "expired", "insufficientScope"],
-        Field(
-            description="Why an MCP server is currently in the {@link McpServerStatus.AuthRequired}\nstate. Mirrors the three failure modes defined by the\n[MCP authorization spec](https://modelcontextprotocol.io/specification/2025-11-25/basic/authorization.md)."
-        ),
-    ]
+    root: Literal["required", "expired", "insufficientScope"]
 
 
 class Icon(BaseModel):
-    src: Annotated[
-        URI,
-        Field(
-            description="A standard URI pointing to an icon resource. May be an HTTP/HTTPS URL or a\n`data:` URI with Base64-encoded image data.\n\nConsumers SHOULD take steps to ensure URLs serving icons are from the\nsame domain as the client/server or a trusted domain.\n\nConsumers SHOULD take appropriate precautions when consuming SVGs as they can contain\nexecutable JavaScript."
-        ),
-    ]
-    contentType: Annotated[
-        str | None,
-        Field(
-            description='Optional MIME type override if the source MIME type is missing or generic.\nFor example: `"image/png"`, `"image/jpeg"`, or `"image/svg+xml"`.'
-        ),
-    ] = None
-    sizes: Annotated[
-        list[str] | None,
-        Field(
-            description='Optional array of strings that specify sizes at which the icon can be used.\nEach string should be in WxH format (e.g., `"48x48"`, `"96x96"`) or `"any"` for scalable formats like SVG.\n\nIf not provided, the client should assume that the icon can be used at any size.'
-        ),
-    ] = None
-    theme: Annotated[
-        Literal["light", "dark"] | None,
-        Field(
-            description='Optional specifier for the theme this icon is designed for. `"light"` indicates\nthe icon is designed to be used with a light background, and `"dark"` indicates\nthe icon is designed to be used with a dark background.\n\nIf not provided, the client should assume the icon can be used with any theme.'
-        ),
-    ] = None
+    src: URI
+    contentType: str | None = None
+    sizes: list[str] | None = None
+    theme: Literal["light", "dark"] | None = None
 
 
 class ToolDefinition(BaseModel):
-    name: Annotated[str, Field(description="Unique tool identifier")]
-    title: Annotated[str | None, Field(description="Human-readable display name")] = (
-        None
-    )
-    description: Annotated[
-        str | None, Field(description="Description of what the tool does")
-    ] = None
-    inputSchema: Annotated[
-        InputSchema | None,
-        Field(
-            description="JSON Schema defining the expected input parameters.\n\nOptional because client-provided tools may not have formal schemas.\nMirrors MCP `Tool.inputSchema`."
-        ),
-    ] = None
-    outputSchema: Annotated[
-        OutputSchema | None,
-        Field(
-            description="JSON Schema defining the structure of the tool's output.\n\nMirrors MCP `Tool.outputSchema`."
-        ),
-    ] = None
-    annotations: Annotated[
-        ToolAnnotations | None,
-        Field(
-            description="Behavioral hints about the tool. All properties are advisory."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata.\n\nMirrors the MCP `_meta` convention.",
-        ),
-    ] = None
+    name: str
+    title: str | None = None
+    description: str | None = None
+    inputSchema: InputSchema | None = None
+    outputSchema: OutputSchema | None = None
+    annotations: ToolAnnotations | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
 
 
 class AgentCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["agent"]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Short description of what the agent specializes in and when to\ninvoke it. Sourced from the agent file's frontmatter `description`."
-        ),
-    ] = None
-    model: Annotated[
-        str | None,
-        Field(
-            description="Model the agent is pinned to, sourced from the agent file's\nfrontmatter `model`. Absent means the agent inherits the session's\ndefault model."
-        ),
-    ] = None
-    tools: Annotated[
-        list[str] | None,
-        Field(
-            description='Allowlist of tool names the agent is scoped to, sourced from the\nagent file\'s frontmatter `tools`. A non-empty list restricts the\nagent to exactly those tools. Absent — or an empty list — imposes no\nrestriction beyond the session default: the agent may use any\navailable tool. Producers express "no restriction" by omitting the\nfield rather than sending an empty array, so an empty list carries no\nmeaning distinct from absence.'
-        ),
-    ] = None
-    disableModelInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the agent will not auto-delegate to this custom agent\nas a sub-agent; it can only be selected by the user. Absent or\n`false` means the agent may delegate to it."
-        ),
-    ] = None
-    disableUserInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the user cannot select this custom agent (for example,\nin a picker); it remains available for the agent to auto-delegate\nto. Absent or `false` means the user may select it."
-        ),
-    ] = None
+    description: str | None = None
+    model: str | None = None
+    tools: list[str] | None = None
+    disableModelInvocation: bool | None = None
+    disableUserInvocation: bool | None = None
 
 
 class SkillCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["skill"]
-    description: Annotated[
-        str | None,
-        Field(
-            description="Short description used for help text and auto-invocation matching.\nSourced from the skill's frontmatter `description`."
-        ),
-    ] = None
-    disableModelInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, only the user can invoke this skill — the agent will not\nauto-invoke it. Sourced from the command skill's frontmatter\n`disable-model-invocation` flag."
-        ),
-    ] = None
-    disableUserInvocation: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the user cannot directly invoke this skill (for example,\nas a slash command); it remains available for the agent to\nauto-invoke. Absent or `false` means the user may invoke it."
-        ),
-    ] = None
+    description: str | None = None
+    disableModelInvocation: bool | None = None
+    disableUserInvocation: bool | None = None
 
 
 class PromptCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["prompt"]
-    description: Annotated[
-        str | None, Field(description="Short description of what the prompt does.")
-    ] = None
+    description: str | None = None
 
 
 class RuleCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["rule"]
-    description: Annotated[
-        str | None, Field(description="Description of what the rule enforces.")
-    ] = None
-    alwaysApply: Annotated[
-        bool | None,
-        Field(
-            description="When `true`, the rule is always active (subject to `globs` if any).\nWhen `false` or absent, the agent or user decides whether to apply\nthe rule."
-        ),
-    ] = None
-    globs: Annotated[
-        list[str] | None,
-        Field(
-            description="Glob patterns the rule applies to. When present, the rule is only\nactive for matching files."
-        ),
-    ] = None
+    description: str | None = None
+    alwaysApply: bool | None = None
+    globs: list[str] | None = None
 
 
 class HookCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    enabled: Annotated[
-        bool | None,
-        Field(
-            description="Whether this child is individually enabled. Absent means enabled, so a\nproducer only needs to set it to surface a child that exists but is\nturned off on its own.\n\nThis flag is independent of the parent container's: the **effective**\nenabled state of a plugin child is the plugin's derived enabled value and\n`(child.enabled ?? true)`, so a disabled plugin disables every child\nregardless of each child's own flag. A directory child instead uses the\ndirectory's `enabled` value and its own flag.\n\nA child is turned on or off by id with\n{@link SessionCustomizationToggledAction | `session/customizationToggled`}."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    enabled: bool | None = None
     type: Literal["hook"]
 
 
 class McpServerCustomizationApps(BaseModel):
-    capabilities: Annotated[
-        AhpMcpUiHostCapabilities,
-        Field(
-            description="The subset of MCP App\n[`HostCapabilities`](https://github.com/modelcontextprotocol/ext-apps/blob/main/specification/draft/apps.mdx)\nthe AHP host can satisfy for Views backed by this server. The\nclient feeds these straight through into the `hostCapabilities` of\nthe `ui/initialize` response delivered to the View."
-        ),
-    ]
+    capabilities: AhpMcpUiHostCapabilities
 
 
 class McpServerAuthRequiredState(BaseModel):
-    reason: Annotated[
-        McpAuthRequiredReason, Field(description="Why authentication is required.")
-    ]
-    oauthClient: Annotated[
-        McpOAuthClient | None,
-        Field(
-            description="Pre-registered OAuth client to use for authorization. When present, clients\nMUST use these credentials instead of dynamic client registration."
-        ),
-    ] = None
-    resource: Annotated[
-        ProtectedResourceMetadata,
-        Field(
-            description="RFC 9728 Protected Resource Metadata. The `resource` field is the\ncanonical MCP server URI per RFC 8707, used as the OAuth `resource`\nindicator. `authorization_servers` is REQUIRED by the MCP\nauthorization spec."
-        ),
-    ]
-    requiredScopes: Annotated[
-        list[str] | None,
-        Field(
-            description='Scopes required for the current challenge, parsed from the\n`WWW-Authenticate: Bearer scope="…"` header (or `scopes_supported`\nfallback). Authoritative for the next authorization request — clients\nMUST NOT assume any subset/superset relationship to\n`resource.scopes_supported`.'
-        ),
-    ] = None
-    description: Annotated[
-        str | None,
-        Field(
-            description="Human-readable hint, typically from the OAuth `error_description`."
-        ),
-    ] = None
+    reason: McpAuthRequiredReason
+    oauthClient: McpOAuthClient | None = None
+    resource: ProtectedResourceMetadata
+    requiredScopes: list[str] | None = None
+    description: str | None = None
     kind: Literal["authRequired"]
 
 
@@ -648,10 +259,7 @@ class CustomizationEnablement(
         | CustomizationEnablement3
     ]
 ):
-    root: Annotated[
-        CustomizationEnablement1 | CustomizationEnablement2 | CustomizationEnablement3,
-        Field(description="A single explicit enablement decision."),
-    ]
+    root: CustomizationEnablement1 | CustomizationEnablement2 | CustomizationEnablement3
 
 
 class McpServerState(
@@ -663,66 +271,21 @@ class McpServerState(
         | McpServerStoppedState
     ]
 ):
-    root: Annotated[
-        McpServerStartingState | McpServerReadyState | McpServerAuthRequiredState | McpServerErrorState | McpServerStoppedState,
-        Field(
-            description="Discriminated union of all MCP server lifecycle states.\nDiscriminated by `kind` (a {@link McpServerStatus} value)."
-        ),
-    ]
+    root: McpServerStartingState | McpServerReadyState | McpServerAuthRequiredState | McpServerErrorState | McpServerStoppedState
 
 
 class McpServerCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
     type: Literal["mcpServer"]
-    enablement: Annotated[
-        list[CustomizationEnablement] | None,
-        Field(
-            description="Explicit enablement decisions for this customization, one entry per scope\nthat has one. This is a wire contract: producers MUST publish entries\nsorted by descending specificity (Session, Workspace, then Global).\nThe agent host emits at most one Workspace entry, for the session's primary\nworking directory. Consumers MAY treat\n`enablement[0]` as the decisive decision and\n`enablement?.[0]?.enabled ?? true` as the effective enabled value. An\nabsent or empty array means no explicit decision exists, so the\ncustomization is enabled by default.\n\nFlows in both directions. A client publishes this alongside a customization\nto assert its global decision, which is authoritative for the Global scope;\na client always includes its global entry, even when enabled. The host\npublishes the fully resolved set across all scopes, and consumers derive\nthe effective enabled value from that set."
-        ),
-    ] = None
-    state: Annotated[
-        McpServerState, Field(description="Current lifecycle state of the MCP server.")
-    ]
-    channel: Annotated[
-        URI | None,
-        Field(
-            description="An `mcp://`-protocol channel the client uses to side-channel traffic\ninto the upstream MCP server itself. The channel is NOT a fresh raw MCP\nconnection: it piggybacks on the AHP transport\nand skips the MCP `initialize` sequence.\n\nThe agent host MAY only serve a subset of MCP on this\nchannel; the served subset is described by domain-specific\ncapabilities such as those in\n{@link McpServerCustomizationApps.capabilities}.\n\nThe channel URI SHOULD be stable across the server's lifetime, but\nthe agent host MAY change it (for example across a restart) and\nMAY only expose it while the server is in\n{@link McpServerStatus.Ready | `Ready`}. Absence means no\nside-channel is currently available."
-        ),
-    ] = None
-    mcpApp: Annotated[
-        McpServerCustomizationApps | None,
-        Field(
-            description="MCP App support. This property SHOULD be advertised for MCP servers\nwhich support apps."
-        ),
-    ] = None
+    enablement: list[CustomizationEnablement] | None = None
+    state: McpServerState
+    channel: URI | None = None
+    mcpApp: McpServerCustomizationApps | None = None
 
 
 class ChildCustomization(
@@ -737,140 +300,39 @@ class ChildCustomization(
 ):
     root: Annotated[
         AgentCustomization | SkillCustomization | PromptCustomization | RuleCustomization | HookCustomization | McpServerCustomization,
-        Field(
-            description="Child customizations that live inside a {@link PluginCustomization} or\n{@link DirectoryCustomization}.",
-            discriminator="type",
-        ),
+        Field(discriminator="type"),
     ]
 
 
 class ClientPluginCustomization(BaseModel):
-    id: Annotated[
-        str,
-        Field(
-            description="Session-unique opaque identifier. Used by every action that targets a\nspecific customization. Minted by whoever publishes the customization\n(typically the agent host)."
-        ),
-    ]
-    uri: Annotated[
-        URI,
-        Field(
-            description="Source URI for this customization. A plugin URL, a file URI, or a\ndirectory URI.\n\nFor declarations that live inside a larger file — e.g. an MCP\nserver declared inline in a `plugins.json` manifest — `uri` points\nto the containing file and {@link CustomizationBase.range | `range`}\nnarrows it to the declaration's span."
-        ),
-    ]
-    name: Annotated[str, Field(description="Human-readable name.")]
-    icons: Annotated[list[Icon] | None, Field(description="Icons for UI display.")] = (
-        None
-    )
-    range: Annotated[
-        TextRange | None,
-        Field(
-            description="Optional span within {@link CustomizationBase.uri | `uri`} when this\ncustomization is a subset of a larger file (for example, one entry\nin an inline `mcpServers` block of a `plugins.json` manifest).\nAbsent when the customization covers the whole resource."
-        ),
-    ] = None
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Additional provider-specific metadata for this customization.\n\nMirrors the MCP `_meta` convention. Optional and opaque to the\nprotocol; producers and consumers agree on its contents\nout-of-band.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str | None,
-        Field(
-            description="`clientId` of the client that contributed this container. Absent for\nserver-originated entries."
-        ),
-    ] = None
-    load: Annotated[
-        CustomizationLoadState | None,
-        Field(
-            description="Host-reported load state. Absent means the host has not yet reported\na load state for this container."
-        ),
-    ] = None
-    children: Annotated[
-        list[ChildCustomization] | None,
-        Field(
-            description="Children discovered inside this container.\n\nAbsent means the host has not parsed this container yet. An empty\narray means the host parsed the container and it contributes\nnothing."
-        ),
-    ] = None
+    id: str
+    uri: URI
+    name: str
+    icons: list[Icon] | None = None
+    range: TextRange | None = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str | None = None
+    load: CustomizationLoadState | None = None
+    children: list[ChildCustomization] | None = None
     type: Literal["plugin"]
-    enablement: Annotated[
-        list[CustomizationEnablement] | None,
-        Field(
-            description="Explicit enablement decisions. See {@link McpServerCustomization.enablement}."
-        ),
-    ] = None
-    version: Annotated[
-        str | None,
-        Field(
-            description='Version of the plugin, sourced from the\n[Open Plugins](https://open-plugins.com/) manifest\'s optional\n`version` field (semver, e.g. `"1.2.0"`). Absent when the manifest\ndeclares no version — the field is optional there — or the source\nhas no version concept. Provenance / display only: the host neither\nparses nor enforces it.'
-        ),
-    ] = None
-    nonce: Annotated[
-        str | None,
-        Field(description="Opaque version token used by the host to detect changes."),
-    ] = None
-    childEnablement: Annotated[
-        dict[str, list[CustomizationEnablement]] | None,
-        Field(
-            description="Explicit enablement decisions for children this plugin contributes,\nkeyed by child name (for MCP servers, the server name as it appears in\nthe bundled `.mcp.json`).\n\nBundled children are discovered by the host rather than published by the\nclient, so the client cannot attach `enablement` to them directly. This\ncarries the client's global decision for each one; the host applies it\nunder the child's durable key."
-        ),
-    ] = None
+    enablement: list[CustomizationEnablement] | None = None
+    version: str | None = None
+    nonce: str | None = None
+    childEnablement: dict[str, list[CustomizationEnablement]] | None = None
 
 
 class SessionActiveClient(BaseModel):
-    clientId: Annotated[
-        str,
-        Field(description="Client identifier (matches `clientId` from `initialize`)"),
-    ]
-    displayName: Annotated[
-        str | None, Field(description='Human-readable client name (e.g. `"VS Code"`)')
-    ] = None
-    tools: Annotated[
-        list[ToolDefinition],
-        Field(description="Tools this client provides to the session"),
-    ]
-    customizations: Annotated[
-        list[ClientPluginCustomization] | None,
-        Field(
-            description="Plugin customizations this client contributes to the session.\n\nClients publish in [Open Plugins](https://open-plugins.com/) format\n— i.e. always container-shaped plugins. They MAY synthesize virtual\nplugins in memory and rely on the host to expand them into concrete\nchildren inside {@link SessionState.customizations}."
-        ),
-    ] = None
+    clientId: str
+    displayName: str | None = None
+    tools: list[ToolDefinition]
+    customizations: list[ClientPluginCustomization] | None = None
 
 
 class CreateSessionParams(BaseModel):
-    channel: Annotated[
-        URI,
-        Field(description="Session URI (client-chosen, e.g. `ahp-session:/<uuid>`)"),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="The working directories the session's agent is granted tool access to.\nA session may span multiple directories; they are equal peers except when\nthe agent advertises a protected-primary capability. An\n{@link MultipleWorkingDirectoriesCapability.immutablePrimary | immutable\nprimary} is fixed, while a\n{@link MultipleWorkingDirectoriesCapability.primaryReplacement | replaceable\nprimary} is changed only with `session/workingDirectoryReplaced`.\n\nA client MUST NOT supply more than one entry unless the agent advertises\n{@link AgentCapabilities.multipleWorkingDirectories}; a server without that\ncapability treats only the first entry as the session's working directory\nand ignores the rest. Dispatch working-directory actions to change the set\nafter the session has started."
-        ),
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Agent-specific configuration values collected via `resolveSessionConfig`.\nKeys and values correspond to the schema returned by the server."
-        ),
-    ] = None
-    activeClient: Annotated[
-        SessionActiveClient | None,
-        Field(
-            description="Eagerly claim an active client role for the new session.\n\nWhen provided, the server initializes the session with this client as an\nactive client, equivalent to dispatching a `session/activeClientSet`\naction immediately after creation. The `clientId` MUST match the\n`clientId` the creating client supplied in `initialize`."
-        ),
-    ] = None
-    progressToken: Annotated[
-        str | None,
-        Field(
-            description="Opt-in progress token. When set, the client is offering to receive\n`progress` notifications (see `ProgressParams`) for any long-running work\nthe server does to bring this session up — most notably the lazy,\nfirst-use download of the provider's native SDK. The server echoes this\nexact token on every `progress` frame so the client can correlate it to\nthis `createSession` call (and the UI awaiting it).\n\nThe token MUST be unique across the client's active requests. The server\nMAY ignore it (e.g. when nothing long-running is needed), in which case no\n`progress` notifications are emitted."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectories: list[URI] | None = None
+    config: dict[str, Any] | None = None
+    activeClient: SessionActiveClient | None = None
+    progressToken: str | None = None

@@ -8,59 +8,31 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class TerminalClientClaim(BaseModel):
-    kind: Annotated[Literal["client"], Field(description="Discriminant")]
-    clientId: Annotated[str, Field(description="The `clientId` of the claiming client")]
+    kind: Literal["client"]
+    clientId: str
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class TerminalSessionClaim(BaseModel):
-    kind: Annotated[Literal["session"], Field(description="Discriminant")]
-    session: Annotated[URI, Field(description="Session URI that claimed the terminal")]
-    chat: Annotated[URI, Field(description="Chat URI that claimed the terminal.")]
-    turnId: Annotated[
-        str | None, Field(description="Optional turn identifier within the chat.")
-    ] = None
-    toolCallId: Annotated[
-        str | None, Field(description="Optional tool call identifier within the turn")
-    ] = None
+    kind: Literal["session"]
+    session: URI
+    chat: URI
+    turnId: str | None = None
+    toolCallId: str | None = None
 
 
 class TerminalClaim(RootModel[TerminalClientClaim | TerminalSessionClaim]):
-    root: Annotated[
-        TerminalClientClaim | TerminalSessionClaim,
-        Field(
-            description="Describes who currently holds a terminal. A terminal may be claimed by\neither a connected client or a session (e.g. during a tool call)."
-        ),
-    ]
+    root: TerminalClientClaim | TerminalSessionClaim
 
 
 class CreateTerminalParams(BaseModel):
-    channel: Annotated[URI, Field(description="Terminal URI (client-chosen).")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    claim: Annotated[TerminalClaim, Field(description="Initial owner of the terminal")]
-    name: Annotated[str | None, Field(description="Human-readable terminal name")] = (
-        None
-    )
-    cwd: Annotated[URI | None, Field(description="Initial working directory URI")] = (
-        None
-    )
-    cols: Annotated[
-        int | float | None, Field(description="Initial terminal width in columns")
-    ] = None
-    rows: Annotated[
-        int | float | None, Field(description="Initial terminal height in rows")
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    claim: TerminalClaim
+    name: str | None = None
+    cwd: URI | None = None
+    cols: int | float | None = None
+    rows: int | float | None = None

@@ -8,32 +8,11 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class FetchAutomationRunsParams(BaseModel):
-    channel: Annotated[
-        Literal["ahp-automations://"],
-        Field(description="Run-history loading is scoped to the catalogue channel."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    automation: Annotated[
-        URI, Field(description="Target {@link AutomationEntry.resource}.")
-    ]
-    cursor: Annotated[
-        str | None,
-        Field(
-            description="Cursor previously received as {@link AutomationEntry.runsNextCursor}.\nOmit to request the first page not already included by the snapshot."
-        ),
-    ] = None
+    channel: Literal["ahp-automations://"]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    automation: URI
+    cursor: str | None = None

@@ -8,73 +8,25 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class Implementation(BaseModel):
-    name: Annotated[
-        str,
-        Field(description="Implementation name, e.g. a product or package identifier."),
-    ]
-    version: Annotated[
-        str | None,
-        Field(
-            description="Implementation version. A [SemVer](https://semver.org) string is\nrecommended but not required."
-        ),
-    ] = None
-    title: Annotated[
-        str | None, Field(description="Optional human-readable display name.")
-    ] = None
+    name: str
+    version: str | None = None
+    title: str | None = None
 
 
 class ClientCapabilities(BaseModel):
-    mcpApps: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Client can render\n[MCP Apps](https://github.com/modelcontextprotocol/ext-apps) — i.e.\nit can host the View sandbox, run the `ui/*` protocol against it,\nand forward `mcp://`-channel traffic on the App's behalf.\n\nHosts SHOULD only populate\n{@link McpServerCustomization.mcpApp | `McpServerCustomization.mcpApp`}\n(and expose the corresponding\n{@link McpServerCustomization.channel | `mcp://` channel}) when this\ncapability is declared. Clients that omit it MUST treat\nApp-bearing tool calls as ordinary MCP tool calls."
-        ),
-    ] = None
+    mcpApps: dict[str, Any] | None = None
 
 
 class InitializeParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    protocolVersions: Annotated[
-        list[str],
-        Field(
-            description='Protocol versions the client is willing to speak, ordered from most\npreferred to least preferred. Each entry is a [SemVer](https://semver.org)\n`MAJOR.MINOR.PATCH` string (e.g. `"0.1.0"`).\n\nThe server selects the highest offered SemVer within its supported\ncaret-compatible ranges and returns that exact entry as\n`InitializeResult.protocolVersion`.\nIf the server cannot speak any of the offered versions, it MUST return\nerror code `-32005` (`UnsupportedProtocolVersion`) with required\n`UnsupportedProtocolVersionErrorData` containing `supportedVersions`.'
-        ),
-    ]
-    clientId: Annotated[str, Field(description="Unique client identifier")]
-    clientInfo: Annotated[
-        Implementation | None,
-        Field(
-            description="Optional identity of the client implementation (name and version).\nInformational only — see {@link Implementation} for how it may and may not\nbe used. Distinct from {@link InitializeParams.clientId | `clientId`},\nwhich is an opaque per-connection identifier used for reconnection, not a\nhuman-readable implementation name."
-        ),
-    ] = None
-    initialSubscriptions: Annotated[
-        list[URI] | None, Field(description="URIs to subscribe to during handshake")
-    ] = None
-    locale: Annotated[
-        str | None,
-        Field(
-            description='IETF BCP 47 language tag indicating the client\'s preferred locale\n(e.g. `"en-US"`, `"ja"`). The server SHOULD use this to localise\nuser-facing strings such as confirmation option labels.'
-        ),
-    ] = None
-    capabilities: Annotated[
-        ClientCapabilities | None,
-        Field(
-            description='Optional client capability declarations.\n\nServers SHOULD only advertise features whose corresponding client\ncapability is set here. Absent means "not declared" — the server\nMUST assume the client does not support the feature.'
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    protocolVersions: list[str]
+    clientId: str
+    clientInfo: Implementation | None = None
+    initialSubscriptions: list[URI] | None = None
+    locale: str | None = None
+    capabilities: ClientCapabilities | None = None

@@ -8,24 +8,17 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class TextPosition(BaseModel):
-    line: Annotated[int | float, Field(description="Zero-based line number.")]
-    character: Annotated[
-        int | float, Field(description="Zero-based character offset within the line.")
-    ]
+    line: int | float
+    character: int | float
 
 
 class TextRange(BaseModel):
-    start: Annotated[TextPosition, Field(description="Start position of the range.")]
-    end: Annotated[TextPosition, Field(description="End position of the range.")]
+    start: TextPosition
+    end: TextPosition
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ChangesetOperationTarget1(BaseModel):
@@ -44,32 +37,11 @@ class ChangesetOperationTarget2(BaseModel):
 class ChangesetOperationTarget(
     RootModel[ChangesetOperationTarget1 | ChangesetOperationTarget2]
 ):
-    root: Annotated[
-        ChangesetOperationTarget1 | ChangesetOperationTarget2,
-        Field(
-            description="Identifies the file or range a {@link ChangesetOperation} should act on.\n\nThe `kind` MUST match one of the operation's declared\n{@link ChangesetOperation.scopes}."
-        ),
-    ]
+    root: ChangesetOperationTarget1 | ChangesetOperationTarget2
 
 
 class InvokeChangesetOperationParams(BaseModel):
-    channel: Annotated[URI, Field(description="The expanded changeset URI.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    operationId: Annotated[
-        str,
-        Field(
-            description="Matches {@link ChangesetOperation.id} from the changeset's `operations` list."
-        ),
-    ]
-    target: Annotated[
-        ChangesetOperationTarget | None,
-        Field(
-            description="Target of the operation. Required iff the chosen scope is\n`'resource'` or `'range'`. Omit for changeset-scoped operations."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    operationId: str
+    target: ChangesetOperationTarget | None = None

@@ -8,41 +8,12 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ListAutomationTriggerDefinitionsParams(BaseModel):
-    channel: Annotated[
-        Literal["ahp-root://"],
-        Field(description="Trigger definitions are discovered from the root channel."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[
-        str | None,
-        Field(
-            description="Prospective provider id matching {@link AgentInfo.provider}, or omitted for the host default."
-        ),
-    ] = None
-    workingDirectories: Annotated[
-        list[URI] | None,
-        Field(
-            description="Prospective {@link AutomationSessionTemplate.workingDirectories}."
-        ),
-    ] = None
-    sessionConfig: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Prospective resolved {@link AutomationSessionTemplate.config}."
-        ),
-    ] = None
+    channel: Literal["ahp-root://"]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectories: list[URI] | None = None
+    sessionConfig: dict[str, Any] | None = None

@@ -8,47 +8,26 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ChatMoveToSessionDestination(BaseModel):
-    kind: Annotated[Literal["session"], Field(description="Discriminant")]
-    session: Annotated[URI, Field(description="Destination session URI.")]
-    after: Annotated[
-        URI | None,
-        Field(
-            description="Chat after which to place the requested chat.\n\nThe anchor MUST be a different chat in the destination session. When\nomitted, the requested chat is placed at the beginning of the catalog."
-        ),
-    ] = None
+    kind: Literal["session"]
+    session: URI
+    after: URI | None = None
 
 
 class ChatMoveToNewSessionDestination(BaseModel):
-    kind: Annotated[Literal["newSession"], Field(description="Discriminant")]
+    kind: Literal["newSession"]
 
 
 class ChatMoveDestination(
     RootModel[ChatMoveToSessionDestination | ChatMoveToNewSessionDestination]
 ):
-    root: Annotated[
-        ChatMoveToSessionDestination | ChatMoveToNewSessionDestination,
-        Field(description="Identifies the destination of an atomic chat move."),
-    ]
+    root: ChatMoveToSessionDestination | ChatMoveToNewSessionDestination
 
 
 class MoveChatParams(BaseModel):
-    channel: Annotated[URI, Field(description="Source chat URI.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    destination: Annotated[
-        ChatMoveDestination, Field(description="Atomic move destination.")
-    ]
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    destination: ChatMoveDestination

@@ -8,24 +8,12 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ChannelDeliveryResumeParams(BaseModel):
     channel: URI
-    lastAppliedServerSeq: Annotated[
-        int | None,
-        Field(
-            description="Last serverSeq safely applied to this channel's retained state, not merely\nreceived, parsed, or queued. Replay starts after this checkpoint; discard\npartial frames and unapplied delivery messages before reconnecting.\nRequired for action replay. Omit for snapshot or live-edge recovery.",
-            ge=0,
-            le=9007199254740991,
-        ),
-    ] = None
+    lastAppliedServerSeq: Annotated[int | None, Field(ge=0, le=9007199254740991)] = None
 
 
 class ChannelDeliveryResumeOptions(BaseModel):
@@ -34,25 +22,8 @@ class ChannelDeliveryResumeOptions(BaseModel):
 
 class ReconnectParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    clientId: Annotated[
-        str, Field(description="Client identifier from the original connection")
-    ]
-    lastSeenServerSeq: Annotated[
-        int | float, Field(description="Last `serverSeq` the client received")
-    ]
-    subscriptions: Annotated[
-        list[URI], Field(description="URIs the client was subscribed to")
-    ]
-    windows: Annotated[
-        ChannelDeliveryResumeOptions | None,
-        Field(
-            description="Resume information for windowed subscriptions also named in subscriptions.\nThese channels recover independently and MUST NOT appear in inline legacy\nactions/snapshots. Delivery queues and credit counters restart on the new\ntransport; channel state recovers from action checkpoints or snapshots.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    clientId: str
+    lastSeenServerSeq: int | float
+    subscriptions: list[URI]
+    windows: ChannelDeliveryResumeOptions | None = None

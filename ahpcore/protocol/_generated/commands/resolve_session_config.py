@@ -8,28 +8,12 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ResolveSessionConfigParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    workingDirectory: Annotated[
-        URI | None, Field(description="Working directory for the session")
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(description="Current user-filled configuration values"),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectory: URI | None = None
+    config: dict[str, Any] | None = None

@@ -8,28 +8,12 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ResourceMoveParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    source: Annotated[URI, Field(description="Source URI to move from")]
-    destination: Annotated[URI, Field(description="Destination URI to move to")]
-    failIfExists: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the server MUST fail if the destination already exists instead\nof overwriting it."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    source: URI
+    destination: URI
+    failIfExists: bool | None = None

@@ -8,25 +8,11 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class ContentEncoding(RootModel[Literal["base64", "utf-8"]]):
-    root: Annotated[
-        Literal["base64", "utf-8"],
-        Field(description="Encoding of fetched content data."),
-    ]
+    root: Literal["base64", "utf-8"]
 
 
 class ResourceReadParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[str, Field(description="Content URI from a `ContentRef`")]
-    encoding: Annotated[
-        ContentEncoding | None,
-        Field(
-            description="Preferred encoding for the returned data (default: server-chosen)"
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: str
+    encoding: ContentEncoding | None = None

@@ -8,34 +8,12 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ResourceRequestParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[
-        URI,
-        Field(
-            description="Resource URI being requested. Typically a `file:` URI on the receiver's\nfilesystem, but any URI scheme that the receiver mediates access to is\nallowed."
-        ),
-    ]
-    read: Annotated[
-        bool | None,
-        Field(description="Whether the caller needs read access to the resource."),
-    ] = None
-    write: Annotated[
-        bool | None,
-        Field(description="Whether the caller needs write access to the resource."),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    read: bool | None = None
+    write: bool | None = None

@@ -8,27 +8,11 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ResourceResolveParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="URI to resolve")]
-    followSymlinks: Annotated[
-        bool | None,
-        Field(
-            description="When `true` (default), follow symlinks and report the metadata of the\nlink target — and set `uri` in the result to the canonical (realpath)\nURI. When `false`, stat the link itself (lstat semantics) and report\n`type: 'symlink'`."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    followSymlinks: bool | None = None

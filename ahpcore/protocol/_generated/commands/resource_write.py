@@ -8,67 +8,25 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class ContentEncoding(RootModel[Literal["base64", "utf-8"]]):
-    root: Annotated[
-        Literal["base64", "utf-8"],
-        Field(description="Encoding of fetched content data."),
-    ]
+    root: Literal["base64", "utf-8"]
 
 
 class ResourceWriteMode(RootModel[Literal["truncate", "append", "insert"]]):
-    root: Annotated[
-        Literal["truncate", "append", "insert"],
-        Field(
-            description="How {@link ResourceWriteParams.data} is placed within the target file.\n\nEach mode interprets {@link ResourceWriteParams.position} differently:\n\n- `truncate` (default): rooted at the **start** of the file. The file is\n  truncated at `position` (0 by default) and `data` is written from that\n  offset, so the resulting file is `existing[0..position] + data`. With\n  `position` omitted this is a full overwrite.\n- `append`: rooted at the **end** of the file. `position` counts bytes\n  backwards from EOF, so `position: 0` (the default) writes at EOF —\n  POSIX append — and `position: 5` inserts `data` 5 bytes before the\n  current EOF, shifting those trailing 5 bytes after the inserted region.\n  The server MUST evaluate the effective EOF and write atomically with\n  respect to other appenders so concurrent `append` writes do not\n  clobber each other.\n- `insert`: rooted at the **start** of the file. `position` (0 by default)\n  is the byte offset at which `data` is spliced in; bytes at or after\n  `position` are shifted right by `data.length`. `insert` always grows\n  the file — use `truncate` to overwrite bytes in place."
-        ),
-    ]
+    root: Literal["truncate", "append", "insert"]
 
 
 class ResourceWriteParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    uri: Annotated[URI, Field(description="Target file URI on the server filesystem")]
-    data: Annotated[str, Field(description="Content encoded as a string")]
-    encoding: Annotated[ContentEncoding, Field(description="How `data` is encoded")]
-    contentType: Annotated[
-        str | None,
-        Field(description='Content type (e.g. `"text/plain"`, `"image/png"`)'),
-    ] = None
-    createOnly: Annotated[
-        bool | None,
-        Field(
-            description="If `true`, the server MUST fail if the file already exists instead of\noverwriting it. Useful for safe creation of new files."
-        ),
-    ] = None
-    mode: Annotated[
-        ResourceWriteMode | None,
-        Field(
-            description="How `data` is placed within the target file. Defaults to `'truncate'`\n(full overwrite) when omitted. See {@link ResourceWriteMode} for the\nmeaning of each mode and how it interprets {@link position}."
-        ),
-    ] = None
-    position: Annotated[
-        int | float | None,
-        Field(
-            description="Byte offset interpreted according to {@link mode}. Defaults to `0`.\n- `truncate`: offset from the start of the file at which to truncate\n  before writing.\n- `append`: bytes back from EOF at which to insert `data`.\n- `insert`: offset from the start of the file at which to splice in\n  `data`."
-        ),
-    ] = None
-    ifMatch: Annotated[
-        str | None,
-        Field(
-            description="Optimistic-concurrency token previously returned by\n{@link ResourceResolveResult.etag}. When set, the server MUST fail with\n`Conflict` if the current `etag` does not match — preventing lost\nupdates between a `resourceResolve` and a subsequent `resourceWrite`."
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    uri: URI
+    data: str
+    encoding: ContentEncoding
+    contentType: str | None = None
+    createOnly: bool | None = None
+    mode: ResourceWriteMode | None = None
+    position: int | float | None = None
+    ifMatch: str | None = None

@@ -8,32 +8,11 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class RunAutomationParams(BaseModel):
-    channel: Annotated[
-        Literal["ahp-automations://"],
-        Field(description="Manual runs are scoped to the catalogue channel."),
-    ]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    automation: Annotated[
-        URI, Field(description="Target {@link AutomationEntry.resource}.")
-    ]
-    requestId: Annotated[
-        str,
-        Field(
-            description="Durable client-generated idempotency key. Retrying with the same key and\nautomation MUST return the original run URI rather than create another\nrun."
-        ),
-    ]
+    channel: Literal["ahp-automations://"]
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    automation: URI
+    requestId: str

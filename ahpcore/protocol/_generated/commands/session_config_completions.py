@@ -8,39 +8,14 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class SessionConfigCompletionsParams(BaseModel):
     channel: Literal["ahp-root://"]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    provider: Annotated[str | None, Field(description="Agent provider ID")] = None
-    workingDirectory: Annotated[
-        URI | None, Field(description="Working directory for the session")
-    ] = None
-    config: Annotated[
-        dict[str, Any] | None,
-        Field(
-            description="Current user-filled configuration values (provides context for the query)"
-        ),
-    ] = None
-    property: Annotated[
-        str, Field(description="Property id from the schema to query values for")
-    ]
-    query: Annotated[
-        str | None,
-        Field(
-            description="Search filter text (empty or omitted returns default/recent values)"
-        ),
-    ] = None
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    provider: str | None = None
+    workingDirectory: URI | None = None
+    config: dict[str, Any] | None = None
+    property: str
+    query: str | None = None

@@ -8,39 +8,13 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class ChannelReceiveLimits(BaseModel):
-    windowBytes: Annotated[
-        int,
-        Field(
-            description="Target outstanding logical-payload bytes, counted as UTF-16 code units * 2\nbefore outer JSON escaping. Starting a data message requires available credit;\none started message may finish beyond the window.",
-            ge=1,
-            le=9007199254740991,
-        ),
-    ]
-    maximumFrameBytes: Annotated[
-        int,
-        Field(
-            description="Hard UTF-16 byte limit on the serialized outer frame, including JSON escaping.",
-            ge=1,
-            le=9007199254740991,
-        ),
-    ]
-    maximumMessageBytes: Annotated[
-        int,
-        Field(
-            description="Hard logical-payload limit. Outstanding data stays strictly below\nwindowBytes + maximumMessageBytes; receivers MUST budget for that overshoot.",
-            ge=1,
-            le=9007199254740991,
-        ),
-    ]
+    windowBytes: Annotated[int, Field(ge=1, le=9007199254740991)]
+    maximumFrameBytes: Annotated[int, Field(ge=1, le=9007199254740991)]
+    maximumMessageBytes: Annotated[int, Field(ge=1, le=9007199254740991)]
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class SubscriptionFlowControlOptions(BaseModel):
@@ -48,47 +22,16 @@ class SubscriptionFlowControlOptions(BaseModel):
 
 
 class SubscribeView(BaseModel):
-    turns: Annotated[
-        int | float | None,
-        Field(
-            description="Advisory number of most-recent completed turns to expose in a chat\nsnapshot.\n\nServers MAY return more or fewer turns than requested. When omitted, the\nhost MUST return all retained turns. When older turns remain available, the\nreturned {@link ChatState} carries `turnsNextCursor`; clients pass that\ncursor to `fetchTurns` to ask the host to page more turns into the chat\nstate."
-        ),
-    ] = None
+    turns: int | float | None = None
 
 
 class SubscriptionDeliveryOptions(BaseModel):
-    maxLatencyMs: Annotated[
-        int | float | None,
-        Field(
-            description="Maximum time, in milliseconds, that the server may intentionally delay\ndelivery while buffering/coalescing updates for this subscription.\n\nA value of `0` requests immediate delivery with no intentional coalescing."
-        ),
-    ] = None
+    maxLatencyMs: int | float | None = None
 
 
 class SubscribeParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI this command targets.")]
-    field_meta: Annotated[
-        dict[str, Any] | None,
-        Field(
-            alias="_meta",
-            description="Optional JSON-serializable metadata associated with this request.\nReceivers MUST ignore keys they do not understand.",
-        ),
-    ] = None
-    delivery: Annotated[
-        SubscriptionDeliveryOptions | None,
-        Field(
-            description="Optional delivery preferences for this subscription.\n\nServers MAY use these preferences to buffer and coalesce high-frequency\nupdates while preserving the same reduced state. Omit this field for the\nserver's default delivery behavior."
-        ),
-    ] = None
-    view: Annotated[
-        SubscribeView | None,
-        Field(
-            description="Optional client-requested shape for the returned snapshot.\n\nServers that do not understand a requested view ignore it and return their\ndefault snapshot. Clients MUST tolerate receiving more state than requested."
-        ),
-    ] = None
-    flowControl: Annotated[
-        SubscriptionFlowControlOptions | None,
-        Field(
-            description="Offer bounded fragmented delivery. The host accepts with result.flowControl;\nabsence means ordinary delivery, including on hosts that ignore this option.\nNeither peer may send frames until the response explicitly accepts them.\nApplies to this subscriber, not shared channel state or other viewers.\n\nStability: 1.0 - Early development."
-        ),
-    ] = None
+    channel: URI
+    field_meta: Annotated[dict[str, Any] | None, Field(alias="_meta")] = None
+    delivery: SubscriptionDeliveryOptions | None = None
+    view: SubscribeView | None = None
+    flowControl: SubscriptionFlowControlOptions | None = None

@@ -8,13 +8,8 @@ from ahpcore.protocol.deferred import BaseModel, RootModel
 
 
 class URI(RootModel[str]):
-    root: Annotated[
-        str,
-        Field(
-            description="A URI string (e.g. `ahp-root://`, `ahp-session:/<uuid>`, or `ahp-chat:/<uuid>`)."
-        ),
-    ]
+    root: str
 
 
 class UnsubscribeParams(BaseModel):
-    channel: Annotated[URI, Field(description="Channel URI to unsubscribe from")]
+    channel: URI
