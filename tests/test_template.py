@@ -1,15 +1,11 @@
-"""The backend template: rendered, installed into a fresh venv, and its own tests run there.
+"""The backend template renders what its name promises, as clean as this project's code.
 
-This is what a plugin author does: ``cookiecutter cookiecutter/backend``, install
-the result next to ``ahpcore`` and see the backend in ``ahp plugins`` and
-working in a session.
+Installing it, running its own tests, listing and serving it are what
+docs/write-a-backend.md says to do; tests/test_doc_commands.py runs those commands.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -40,11 +36,6 @@ def render(into: Path, name: str) -> Path:
     )
 
 
-def clean_env() -> dict[str, str]:
-    drop = {"VIRTUAL_ENV", "AHP_PLUGINS", "AHP_DISABLE_PLUGINS", "PYTHONPATH"}
-    return {key: value for key, value in os.environ.items() if key not in drop}
-
-
 def test_the_name_becomes_distribution_package_and_entry_point(tmp_path):
     project = render(tmp_path, "Weather bot_2")
     assert project.name == "ahp-weather-bot-2"
@@ -68,53 +59,3 @@ def test_a_name_that_cannot_be_a_package_is_refused(tmp_path):
     with pytest.raises(FailedHookException):
         render(tmp_path, "9 lives")
     assert not (tmp_path / "ahp-9-lives").exists()
-
-
-def test_the_rendered_project_installs_and_passes_its_own_tests(tmp_path):
-    uv = shutil.which("uv")
-    if uv is None:
-        pytest.fail("uv is needed to build the test venv (pip install uv)")
-    project = render(tmp_path / "out", "Weather bot_2")
-    venv = tmp_path / "venv"
-    env = clean_env()
-    subprocess.run(
-        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-        check=True,
-        env=env,
-        timeout=60,
-    )
-    python = venv / "bin" / "python"
-    # ahpcore from this checkout, then the plugin the way its README says.
-    subprocess.run(
-        [uv, "pip", "install", "--quiet", "--python", str(python), str(ROOT)],
-        check=True,
-        env=env,
-        timeout=120,
-    )
-    subprocess.run(
-        [uv, "pip", "install", "--quiet", "--python", str(python), "-e", f"{project}[test]"],
-        check=True,
-        env=env,
-        timeout=120,
-    )
-    ran = subprocess.run(
-        [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "4 passed" in ran.stdout
-    listed = subprocess.run(
-        [str(venv / "bin" / "ahp"), "plugins", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    )
-    rows = {row["name"]: row for row in json.loads(listed.stdout)["plugins"]}
-    assert rows["weather-bot-2"]["distribution"] == "ahp-weather-bot-2"
-    assert rows["weather-bot-2"]["version"] == "0.1.0"
