@@ -33,6 +33,7 @@ from ahpcore.protocol.errors import (
     ProtocolError,
 )
 from ahpcore.protocol.uris import ROOT_CHANNEL
+from ahpcore.sessions.folders import home_folder
 from ahpcore.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
     MAX_SCROLLBACK_BYTES,
@@ -195,16 +196,35 @@ class TerminalService:
                     roots.append(os.path.realpath(path))
         return roots
 
-    def _start_directory(self, cwd: Any, claim: dict[str, Any]) -> str:
+    def _default_directory(self, client: Client, session_uri: str | None, roots: list[str]) -> str:
+        """Where a terminal given no cwd starts: a session's terminal in the session's first
+        working directory; a client's in the user's home, or where the home is outside the
+        fence, in the first working directory of the session the client watched last."""
+        if session_uri is not None:
+            if roots:
+                return roots[0]
+            raise ProtocolError(
+                INVALID_PARAMS, f"params.cwd is required: {session_uri} has no working directory"
+            )
+        home = home_folder()
+        if home is not None and any(_inside(home, root) for root in roots):
+            return home
+        for uri in reversed(client.subscriptions):
+            watched = self._session_roots(uri)  # none for a channel that is not a session
+            if watched:
+                return watched[0]
+        raise ProtocolError(
+            PERMISSION_DENIED,
+            f"params.cwd is required here: the user's home ({home or 'unknown'}) is outside "
+            "every session's working directories and this client watches no session; name a "
+            "directory inside a session's working directory",
+        )
+
+    def _start_directory(self, cwd: Any, claim: dict[str, Any], client: Client) -> str:
         session_uri = claim.get("session") if claim.get("kind") == "session" else None
         roots = self._session_roots(session_uri)
         if cwd is None:
-            if session_uri is not None and roots:
-                return roots[0]
-            raise ProtocolError(
-                INVALID_PARAMS,
-                "params.cwd is required: name a directory inside a session's working directory",
-            )
+            return self._default_directory(client, session_uri, roots)
         path = local_path(cwd) if isinstance(cwd, str) else None
         if path is None:
             raise ProtocolError(INVALID_PARAMS, f"params.cwd must be a file: URI, not {cwd!r}")
@@ -253,7 +273,7 @@ class TerminalService:
         uri = params["channel"]
         claim = params["claim"]
         self._check_claim(client, claim)
-        cwd = self._start_directory(params.get("cwd"), claim)
+        cwd = self._start_directory(params.get("cwd"), claim, client)
         mine = sum(1 for t in self.terminals.values() if t.creator == client.client_id)
         if mine >= MAX_TERMINALS_PER_CLIENT:
             raise ProtocolError(
