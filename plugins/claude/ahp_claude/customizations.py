@@ -21,6 +21,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import anyio
 
@@ -56,6 +57,22 @@ def _skill_on_disk(name: str, folders: Iterable[Path]) -> bool:
     return any((folder / name / "SKILL.md").is_file() for folder in folders)
 
 
+def _source_uri(files: Iterable[Path], kind: str, name: str, description: Any) -> str:
+    """The first of ``files`` that exists, as a file URI; else a data: URI saying what it is.
+
+    The CLI says a command's name, never its file, and the ones it has built in have
+    none: a path where no file is would be one a client cannot open.
+    """
+    found = next((f for f in files if f.is_file()), None)
+    if found is not None:
+        return found.as_uri()
+    text = f"# {name}\n\n"
+    if description:
+        text += f"{description}\n\n"
+    text += f"A {kind} Claude Code offers without a file in this folder or the home folder.\n"
+    return "data:text/markdown;charset=utf-8," + quote(text, safe="")
+
+
 def containers(
     commands: Sequence[Mapping[str, Any]],
     directory: Path,
@@ -72,6 +89,7 @@ def containers(
     skill_dir = directory / ".claude" / "skills"
     command_dir = directory / ".claude" / "commands"
     skill_folders = [skill_dir] + ([home / ".claude" / "skills"] if home else [])
+    command_folders = [command_dir] + ([home / ".claude" / "commands"] if home else [])
     known_skills = set(skills) if skills is not None else None
     behind_slash = set(slash) if slash is not None else None
     found: dict[str, dict[str, Any]] = {}
@@ -98,19 +116,22 @@ def containers(
             meta["ahp.argumentHint"] = str(command["argumentHint"])
         if command.get("builtin"):
             meta["ahp.builtin"] = True
+        description = command.get("description")
         if is_skill:
+            files = [folder / name / "SKILL.md" for folder in skill_folders]
             child: dict[str, Any] = {
                 "id": SKILL + name,
-                "uri": (skill_dir / name / "SKILL.md").as_uri(),
+                "uri": _source_uri(files, "skill", name, description),
                 "name": name,
                 "type": "skill",
             }
             if behind_slash is not None and name not in behind_slash:
                 child["disableUserInvocation"] = True
         else:
+            files = [folder / f"{name}.md" for folder in command_folders]
             child = {
                 "id": PROMPT + name,
-                "uri": (command_dir / f"{name}.md").as_uri(),
+                "uri": _source_uri(files, "command", f"/{name}", description),
                 "name": name,
                 "type": "prompt",
             }
@@ -147,7 +168,7 @@ def agents(
     """The subagents the CLI offers (``get_server_info``'s ``agents``) under the agents folder.
 
     An agent's file is the folder's own, else the home one's; a built-in agent has none,
-    and is named where one would be put to replace it.
+    and is described in a data: URI instead.
     """
     agent_dir = directory / ".claude" / "agents"
     folders = [agent_dir] + ([home / ".claude" / "agents"] if home else [])
@@ -159,10 +180,9 @@ def agents(
             continue
         seen.add(name)
         files = [folder / f"{name}.md" for folder in folders]
-        path = next((f for f in files if f.is_file()), files[0])
         child: dict[str, Any] = {
             "id": AGENT + name,
-            "uri": path.as_uri(),
+            "uri": _source_uri(files, "subagent", name, agent.get("description")),
             "name": name,
             "type": "agent",
         }

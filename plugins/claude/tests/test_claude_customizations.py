@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import anyio
 import pytest
@@ -329,3 +330,61 @@ async def test_a_host_stopped_before_its_boot_probe_starts_never_starts_it(claud
     await anyio.to_thread.run_sync(backend.probe_thread.join, 10)
     assert not backend.probe_thread.is_alive()
     assert not backend.probed.is_set()
+
+
+def _opens(uri: str) -> str:
+    """What a client opening ``uri`` reads: a file that exists, or a data: URI's text."""
+    if uri.startswith("data:"):
+        header, _, body = uri.partition(",")
+        assert header.startswith("data:text/markdown"), uri
+        return unquote(body)
+    path = Path(unquote(urlsplit(uri).path))
+    assert uri.startswith("file:") and path.is_file(), f"{uri} names no file"
+    return path.read_text()
+
+
+async def test_every_skill_prompt_and_agent_names_something_a_client_can_open(
+    claude_host, claude_env, anthropic, workdir
+):
+    home = Path(claude_env["HOME"])
+    write(
+        workdir / ".claude" / "skills" / "greeter" / "SKILL.md",
+        "---\nname: greeter\ndescription: Greets people warmly\n---\nGreet them.\n",
+    )
+    write(
+        home / ".claude" / "skills" / "tidier" / "SKILL.md",
+        "---\nname: tidier\ndescription: Tidies the desk\n---\nTidy up.\n",
+    )
+    write(
+        home / ".claude" / "commands" / "standup.md",
+        "---\ndescription: Write the standup\n---\nFor today.\n",
+    )
+    anthropic.script(reply("hello"))
+    async with claude_host() as (running, _):
+        client, session, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await client.sync()
+        found = {c["id"]: c for c in customizations(client, session)}
+        children = {
+            c["id"]: c
+            for container in ("dir:skills", "dir:commands", "dir:agents")
+            for c in found[container]["children"]
+        }
+        # Each where it is: the folder's own, the home's, none for what the CLI has built in.
+        assert (
+            children["skill:greeter"]["uri"]
+            == (workdir / ".claude" / "skills" / "greeter" / "SKILL.md").as_uri()
+        )
+        assert (
+            children["skill:tidier"]["uri"]
+            == (home / ".claude" / "skills" / "tidier" / "SKILL.md").as_uri()
+        )
+        assert (
+            children["prompt:standup"]["uri"]
+            == (home / ".claude" / "commands" / "standup.md").as_uri()
+        )
+        assert "compact" in _opens(children["prompt:compact"]["uri"])
+        assert "general-purpose" in _opens(children["agent:general-purpose"]["uri"])
+        for child in children.values():
+            _opens(child["uri"])
