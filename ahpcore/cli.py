@@ -7,7 +7,6 @@ import ipaddress
 import json
 import logging
 import os
-import secrets
 import signal
 import socket
 import stat
@@ -36,6 +35,7 @@ from ahpcore.rpc.budget import (
     DEFAULT_FRAMES_PER_SECOND,
     DEFAULT_HOST_QUEUE_BYTES,
 )
+from ahpcore.tokens import MIN_TOKEN_DISTINCT, MIN_TOKEN_LENGTH, StoredToken, TokenError, is_weak
 
 if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
     import typer
@@ -49,11 +49,6 @@ if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed 
 STORE_KINDS = ("file", "memory")
 
 log = logging.getLogger("ahp")
-
-#: A token chosen by the user must be at least this long ...
-MIN_TOKEN_LENGTH = 16
-#: ... and use at least this many different characters ("aaaa..." is one guess).
-MIN_TOKEN_DISTINCT = 8
 
 #: No protocol request fits in less (an initialize with a few subscriptions).
 MIN_FRAME_BYTES = 4096
@@ -112,6 +107,7 @@ def _build_app() -> typer.Typer:
     built.command("plugins")(plugins_command)
     built.command("compat")(compat_command)
     built.command()(version)
+    built.command("token")(token_command)
     return built
 
 
@@ -168,7 +164,7 @@ def _why(exc: BaseException) -> str:
 
 
 def _check_token_strength(token: str, source: str) -> None:
-    if len(token) < MIN_TOKEN_LENGTH or len(set(token)) < MIN_TOKEN_DISTINCT:
+    if is_weak(token):
         raise Fail(
             f"the token from {source} is too weak (it needs at least {MIN_TOKEN_LENGTH} "
             f"characters, {MIN_TOKEN_DISTINCT} of them different; leave it out and the host "
@@ -195,6 +191,7 @@ def _read_token_file(path: Path) -> str:
 def _choose_token(
     token: str | None, token_file: Path | None, no_token: bool, stdio: bool, host: str
 ) -> str | None:
+    """The token the user chose, checked; None for ``--no-token`` and for the stored one."""
     if no_token and (token or token_file):
         raise Fail("--no-token contradicts --token / --token-file (or AHP_TOKEN)")
     if token and token_file:
@@ -213,7 +210,7 @@ def _choose_token(
     if token:
         _check_token_strength(token, "--token or AHP_TOKEN")
         return token
-    return secrets.token_urlsafe(24)
+    return None
 
 
 def _check_state_dir(path: Path) -> None:
@@ -455,11 +452,13 @@ def serve(
         settings.worktrees_root = worktrees_root
         _check_state_dir(settings.state_dir)
         origins = [o.strip() for item in allow_origin or () for o in item.split(",") if o.strip()]
-        if chosen_token is None:
+        if no_token:
             log.warning("accepting WebSocket clients without a connection token (loopback only)")
         the_host = Host(_manager(plugins, no_plugins), settings)
         options = _ServeOptions(
-            chosen_token,
+            chosen_token
+            if chosen_token is not None or no_token or stdio
+            else _stored_token(settings.state_dir),
             stdio,
             socket_path,
             origins,
@@ -484,12 +483,20 @@ def serve(
 
 @dataclass
 class _ServeOptions:
-    token: str | None
+    #: The token chosen at start, or the stored one, read again when its file changes.
+    token: str | StoredToken | None
     stdio: bool
     socket: Path | None
     allow_origins: list[str]
     host_queue_bytes: int = DEFAULT_HOST_QUEUE_BYTES
     max_connections_per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
+
+
+def _stored_token(state_dir: Path) -> StoredToken:
+    try:
+        return StoredToken(state_dir)
+    except TokenError as exc:
+        raise Fail(str(exc), 1) from None
 
 
 class _StopWatch:
@@ -670,9 +677,16 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
             _echo(f"ahp {__version__} listening on {url}")
             if options.socket is not None:
                 _echo(f"also listening on unix socket {options.socket}")
-            if options.token:
-                _echo(f"connection token: {options.token}")
-                _echo(f"connect with: {url}?token={options.token}")
+            token = (
+                options.token.current if isinstance(options.token, StoredToken) else options.token
+            )
+            if token:
+                _echo(f"connection token: {token}")
+                _echo(f"connect with: {url}?token={token}")
+            if isinstance(options.token, StoredToken):
+                _echo(
+                    f"token kept in {options.token.path} (ahp token --rotate replaces it)", err=True
+                )
             _echo(f"state in {settings.state_dir}", err=True)
             _echo(f"plugins: {_plugin_list(host)}", err=True)
             _echo("press Ctrl-C to stop", err=True)
@@ -807,6 +821,52 @@ def compat_command(
         typer.echo(compat.as_markdown(rows, names), nl=False)
     else:
         typer.echo(compat.as_text(rows))
+
+
+def token_command(
+    rotate: Annotated[
+        bool,
+        typer.Option(
+            "--rotate",
+            help="Replace the stored token with a new one; a running host takes it for new "
+            "connections (no environment variable).",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_STATE_DIR",
+            help="The state folder whose token to print.",
+            show_default=str(default_state_dir()),
+        ),
+    ] = None,
+) -> None:
+    """Print the connection token kept in the state folder, made if there is none."""
+    from ahpcore import tokens
+
+    folder = state_dir or default_state_dir()
+    if folder.exists() and not folder.is_dir():
+        raise _fail(f"cannot use state folder {folder} (it is a file, not a folder)")
+    try:
+        token = tokens.rotate(folder) if rotate else tokens.stored_token(folder)
+    except TokenError as exc:
+        typer.echo(f"ahp: {exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(token)
+    if rotate:
+        typer.echo(
+            "a host running on this state folder lets new connections in with the new token "
+            "only; connections already open stay open",
+            err=True,
+        )
+    if chosen := [name for name in ("AHP_TOKEN", "AHP_TOKEN_FILE") if os.environ.get(name)]:
+        typer.echo(
+            f"note: {' and '.join(chosen)} set here: a host started with it uses that token, "
+            "not this one",
+            err=True,
+        )
 
 
 def _print_version() -> None:

@@ -333,10 +333,15 @@ class Gate:
       name resolves to 127.0.0.1 (DNS rebinding) asks under that name.
     """
 
-    token: str | None
+    #: The token, or what gives it at each handshake (a stored token read again
+    #: when its file changes); None: no token asked for.
+    token: str | Callable[[], str] | None
     allow_origins: frozenset[str] = frozenset()
     loopback_host_only: bool = False
     throttle: FailureThrottle | None = None
+
+    def expected_token(self) -> str | None:
+        return self.token() if callable(self.token) else self.token
 
     def origin_allowed(self, request: Request) -> bool:
         origin = request.headers.get("Origin")
@@ -575,7 +580,7 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
                 "This AHP host does not accept connections from this web page's origin.\n",
                 cors=False,
             )
-        if not token_accepted(gate.token, token_of(request)):
+        if not token_accepted(gate.expected_token(), token_of(request)):
             if gate.throttle is not None:
                 await gate.throttle.failed(_peer_of(connection))
             return _plain_response(
@@ -649,7 +654,7 @@ async def start_websocket_server(
     *,
     host: str,
     port: int,
-    token: str | None,
+    token: str | Callable[[], str] | None,
     max_frame_bytes: int,
     compression: bool,
     allow_origins: Iterable[str] = (),
