@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed 
     import typer
 
     from ahpcore.host import Host
+    from ahpcore.statelock import StateLock
 
     PluginsOption = str | None
     NoPluginsOption = bool
@@ -451,6 +452,8 @@ def serve(
             settings.state_dir = state_dir
         settings.worktrees_root = worktrees_root
         _check_state_dir(settings.state_dir)
+        # Before anything opens the store: a second host on it is refused, not run beside.
+        state_lock = _lock_state_dir(settings.state_dir) if sessions == "file" else None
         origins = [o.strip() for item in allow_origin or () for o in item.split(",") if o.strip()]
         if no_token:
             log.warning("accepting WebSocket clients without a connection token (loopback only)")
@@ -464,6 +467,7 @@ def serve(
             origins,
             host_queue_bytes=host_queue_bytes,
             max_connections_per_address=max_connections_per_address,
+            state_lock=state_lock,
         )
         watch = _StopWatch(the_host, stop_timeout)
         try:
@@ -490,6 +494,18 @@ class _ServeOptions:
     allow_origins: list[str]
     host_queue_bytes: int = DEFAULT_HOST_QUEUE_BYTES
     max_connections_per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
+    state_lock: StateLock | None = None
+
+
+def _lock_state_dir(path: Path) -> StateLock | None:
+    from ahpcore.statelock import StateFolderInUse, StateLock
+
+    try:
+        return StateLock.acquire(path)
+    except StateFolderInUse as exc:
+        raise Fail(str(exc), 1) from None
+    except OSError as exc:
+        raise Fail(f"cannot lock state folder {path} ({_why(exc)})", 1) from None
 
 
 def _stored_token(state_dir: Path) -> StoredToken:
@@ -664,6 +680,8 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
                 f"{settings.state_dir}; plugins: {_plugin_list(host)}",
                 err=True,
             )
+            if options.state_lock is not None:
+                options.state_lock.note("stdio")
             _settle_for_serving()
             await host.serve_connection(wire, frames)
             tg.cancel_scope.cancel()
@@ -687,6 +705,9 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
                 _echo(
                     f"token kept in {options.token.path} (ahp token --rotate replaces it)", err=True
                 )
+            if options.state_lock is not None:
+                also = f" and unix socket {options.socket}" if options.socket is not None else ""
+                options.state_lock.note(f"{url}{also}")
             _echo(f"state in {settings.state_dir}", err=True)
             _echo(f"plugins: {_plugin_list(host)}", err=True)
             _echo("press Ctrl-C to stop", err=True)

@@ -1,5 +1,5 @@
-"""What ``ahp serve`` keeps in its state folder across starts: the connection token.
-Real processes, real files."""
+"""What ``ahp serve`` keeps in its state folder across starts: the connection token, and
+the lock that lets one host at a time use the folder. Real processes, real files."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 import os
 import signal
 import stat
+import subprocess
+from pathlib import Path
 
 import anyio
 import pytest
@@ -139,3 +141,47 @@ def test_ahp_token_says_when_the_environment_chooses_another(tmp_path):
     done = run_ahp("token", "--state-dir", str(tmp_path), env=ahp_env(AHP_TOKEN=STRONG))
     assert done.returncode == 0 and STRONG not in done.stdout
     assert "AHP_TOKEN" in done.stderr
+
+
+# -- one host per state folder ----------------------------------------------------------
+
+
+def serve_beside(state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_ahp("serve", "--port", "0", "--state-dir", str(state), *extra)
+
+
+@pytest.mark.anyio
+async def test_a_second_host_on_a_state_folder_is_refused_naming_the_first(tmp_path):
+    first = start_serve(tmp_path, "--no-plugins")
+    try:
+        done = await anyio.to_thread.run_sync(lambda: serve_beside(tmp_path / "state"))
+        refused(done, 1, "in use by another host", f"pid {first.process.pid}", first.url)
+        assert "unclean stop" not in done.stderr
+        assert await pinged(f"{first.url}?token={first.token}")  # the first is untouched
+    finally:
+        stop(first)
+
+
+@pytest.mark.anyio
+async def test_the_lock_of_a_killed_host_is_free(tmp_path):
+    first = start_serve(tmp_path, "--no-plugins")
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait(30)
+    second = start_serve(tmp_path, "--no-plugins")
+    try:
+        assert await pinged(f"{second.url}?token={second.token}")
+        record = json.loads((tmp_path / "state" / "host.lock").read_text())
+        assert record == {"pid": second.process.pid, "address": second.url}
+    finally:
+        stop(second)
+    assert second.token == first.token
+
+
+def test_hosts_without_the_file_store_run_side_by_side(tmp_path):
+    first = start_serve(tmp_path, "--no-plugins", "--sessions", "memory")
+    try:
+        second = start_serve(tmp_path, "--no-plugins", "--sessions", "memory")
+        stop(second)
+        assert second.token == first.token
+    finally:
+        stop(first)
