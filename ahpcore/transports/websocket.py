@@ -45,6 +45,7 @@ from ahpcore.rpc.budget import (
     SharedInbound,
 )
 from ahpcore.rpc.peer import HostQueues
+from ahpcore.transports.refusals import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -339,6 +340,7 @@ class Gate:
     allow_origins: frozenset[str] = frozenset()
     loopback_host_only: bool = False
     throttle: FailureThrottle | None = None
+    refusals: RefusalLog = field(default_factory=RefusalLog)
 
     def expected_token(self) -> str | None:
         return self.token() if callable(self.token) else self.token
@@ -580,9 +582,14 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
                 "This AHP host does not accept connections from this web page's origin.\n",
                 cors=False,
             )
-        if not token_accepted(gate.expected_token(), token_of(request)):
+        offered = token_of(request)
+        if not token_accepted(gate.expected_token(), offered):
+            peer = _peer_of(connection)
+            gate.refusals.refused(
+                peer, "no token" if offered is None else "wrong token", address_key(peer)
+            )
             if gate.throttle is not None:
-                await gate.throttle.failed(_peer_of(connection))
+                await gate.throttle.failed(peer)
             return _plain_response(
                 connection,
                 HTTPStatus.UNAUTHORIZED,
