@@ -5,7 +5,8 @@ see ``WebSocketWire.send_in_parts``). A connection token, when the host has
 one, is required on the upgrade as ``?token=`` or ``Authorization: Bearer``.
 A plain HTTP request on the port is not AHP: it is answered 401 when its token
 would be refused and 426 when it would be admitted, so a client can test a
-token without opening a socket. Before the token, every request passes the
+token without opening a socket; ``GET /healthz`` alone is answered without a
+token, with the host's version. Before the token, every request passes the
 ``Gate``: a browser page from a foreign origin, or a request naming a foreign
 host on a loopback bind, is refused 403 (see docs/security.md).
 """
@@ -17,6 +18,7 @@ import contextlib
 import errno
 import hmac
 import ipaddress
+import json
 import logging
 import os
 import socket
@@ -34,6 +36,7 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import OPEN
 
+from ahpcore import __version__
 from ahpcore.logs import escape
 from ahpcore.rpc.budget import (
     DEFAULT_CONNECTIONS_PER_ADDRESS,
@@ -551,6 +554,23 @@ def _plain_response(
     return response
 
 
+#: The path a plain GET is answered on without a token, for service managers and monitors.
+HEALTH_PATH = "/healthz"
+
+
+def _health_response(connection: ServerConnection) -> Response:
+    """200 with the version and nothing else: whoever can reach the port learns no more
+    than that an ahp host of this version listens there. No CORS header, so no page
+    elsewhere on the web reads it either."""
+    response = connection.respond(
+        HTTPStatus.OK, json.dumps({"status": "ok", "version": __version__}, separators=(",", ":"))
+    )
+    del response.headers["Content-Type"]  # text/plain, set by respond
+    response.headers["Content-Type"] = "application/json"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
 def _peer_of(connection: ServerConnection) -> str:
     address = connection.remote_address
     return str(address[0]) if address else "unix"
@@ -582,6 +602,10 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
                 "This AHP host does not accept connections from this web page's origin.\n",
                 cors=False,
             )
+        upgrade = "websocket" in request.headers.get("Upgrade", "").lower()
+        # After the origin and Host checks: a rebound name or a foreign page gets 403 here too.
+        if not upgrade and urlsplit(request.path).path == HEALTH_PATH:
+            return _health_response(connection)
         offered = token_of(request)
         if not token_accepted(gate.expected_token(), offered):
             peer = _peer_of(connection)
@@ -599,7 +623,7 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
             )
         if gate.throttle is not None and gate.token is not None:
             gate.throttle.succeeded(_peer_of(connection))
-        if "websocket" not in request.headers.get("Upgrade", "").lower():
+        if not upgrade:
             return _plain_response(
                 connection,
                 HTTPStatus.UPGRADE_REQUIRED,
@@ -689,6 +713,7 @@ async def start_websocket_server(
         process_response=_counter(limits),
         max_size=max_frame_bytes,
         compression="deflate" if compression else None,
+        server_header=None,  # the Python and websockets versions are nobody's business
     )
 
 
@@ -734,6 +759,7 @@ async def start_unix_server(
             process_response=_counter(limits),
             max_size=max_frame_bytes,
             compression="deflate" if compression else None,
+            server_header=None,
         )
     finally:
         os.umask(old_umask)
