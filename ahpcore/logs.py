@@ -11,8 +11,12 @@ wherever they appear.
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import os
 import re
 import sys
+from io import TextIOWrapper
+from pathlib import Path
 
 #: Characters that would let one log message pass for several, or repaint a terminal.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -80,14 +84,53 @@ class RedactingFormatter(logging.Formatter):
 QUIET_LIBRARIES = ("websockets", "claude_agent_sdk", "watchfiles")
 
 
-def configure(level: str, stream: object = None) -> None:
-    """The host's logging: one handler on stderr, hygiene on every line.
+#: A log file is rotated when it reaches this size ...
+LOG_FILE_BYTES = 10 << 20
+#: ... keeping this many older files beside it (``ahp.log.1`` the newest): 60 MiB at most.
+LOG_FILE_BACKUPS = 5
+#: Log files hold what clients asked and where the user works: the user's alone.
+LOG_FILE_MODE = 0o600
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file that is the owner's alone, each rotated file too.
+
+    ``RotatingFileHandler`` opens each new file with ``open``, whose mode the
+    umask decides (0644 usually); this one is made 0600 before a line is written.
+    """
+
+    def __init__(
+        self, path: Path, max_bytes: int = LOG_FILE_BYTES, backups: int = LOG_FILE_BACKUPS
+    ) -> None:
+        super().__init__(path, maxBytes=max_bytes, backupCount=backups, encoding="utf-8")
+
+    def _open(self) -> TextIOWrapper:
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, LOG_FILE_MODE)
+        try:
+            os.fchmod(fd, LOG_FILE_MODE)  # a file made before, or by a wider umask
+        except BaseException:
+            os.close(fd)
+            raise
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+def configure(level: str, stream: object = None, log_file: Path | None = None) -> None:
+    """The host's logging: one handler on stderr, or on ``log_file`` (rotated, owner-only)
+    when given; hygiene on every line either way.
 
     Libraries speak at INFO about their own plumbing (websockets announces each
     connection the host logs itself; the Claude Agent SDK names the CLI it runs
     each time it starts one), so below ``debug`` only their warnings show.
+    Raises ``OSError`` when the log file cannot be opened.
     """
-    handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
+    handler: logging.Handler
+    if log_file is not None:
+        from ahpcore.store.private import private_folder
+
+        private_folder(log_file.parent, tighten=False)  # missing folders made 0700
+        handler = PrivateRotatingFileHandler(log_file)
+    else:
+        handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
     handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(LogHygiene())
     root = logging.getLogger()
