@@ -29,7 +29,7 @@ from ahpcore.defaults import (
 )
 from ahpcore.logs import LEVELS, escape
 from ahpcore.logs import configure as configure_logging
-from ahpcore.plugins import PluginError, PluginManager, Selection
+from ahpcore.plugins import PluginError, PluginManager, Selection, hook_names
 from ahpcore.rpc.budget import (
     DEFAULT_CONNECTIONS_PER_ADDRESS,
     DEFAULT_FRAMES_PER_SECOND,
@@ -786,6 +786,8 @@ def plugins_command(
         manager = _manager(plugins, no_plugins).load()
     except PluginError as exc:
         raise _fail(str(exc)) from None
+    if hook is not None and hook not in hook_names():
+        raise _fail(f"no hook named {hook!r} (hooks: {', '.join(hook_names())})")
     rows = [info for info in manager.plugins() if hook is None or hook in info.hooks]
     if as_json:
         payload = {

@@ -93,6 +93,11 @@ class Selection:
         else:
             allow = _split_names(env.get(ENV_ALLOW))
         block = _split_names(env.get(ENV_BLOCK)) or set()
+        if no_plugins and allow:
+            raise PluginError(
+                f"--no-plugins contradicts --plugins {','.join(sorted(allow))} (or {ENV_ALLOW}): "
+                "the first loads no plugin, the second names some; give one of them"
+            )
         return cls(allow=allow, block=block, protocol_only=no_plugins)
 
     def admits(self, name: str) -> bool:
@@ -137,6 +142,7 @@ class PluginManager:
         if self._loaded:
             return self
         self.selection.check_essentials(ESSENTIAL_PLUGINS)
+        self._check_blocklist()
         for name, module_name in ESSENTIAL_PLUGINS.items():
             self._register(name, importlib.import_module(module_name), "ahpcore", essential=True)
         if not self.selection.protocol_only:
@@ -151,11 +157,8 @@ class PluginManager:
         self._loaded = True
         return self
 
-    def _check_allowlist(self) -> None:
-        """A name in the allowlist that no installed plugin has is a typo, not a choice."""
-        allow = self.selection.allow
-        if not allow:
-            return
+    def _installed(self) -> set[str]:
+        """The names of every plugin this manager could load."""
         installed = set(ESSENTIAL_PLUGINS)
         installed.update(
             item[0] if isinstance(item, tuple) else _plugin_name(item) for item in self._explicit
@@ -164,11 +167,33 @@ class PluginManager:
             installed.update(
                 ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
             )
+        return installed
+
+    def _check_allowlist(self) -> None:
+        """A name in the allowlist that no installed plugin has is a typo, not a choice."""
+        allow = self.selection.allow
+        if not allow:
+            return
+        installed = self._installed()
         unknown = sorted(allow - installed)
         if unknown:
             raise PluginError(
                 f"no plugin named {', '.join(unknown)} is installed "
                 f"(installed: {', '.join(sorted(installed))})"
+            )
+
+    def _check_blocklist(self) -> None:
+        """A name in the blocklist no installed plugin has is a typo too: the plugin meant
+        would load all the same."""
+        block = self.selection.block
+        if not block:
+            return
+        installed = self._installed()
+        unknown = sorted(block - installed)
+        if unknown:
+            raise PluginError(
+                f"{ENV_BLOCK} names {', '.join(unknown)}, but no plugin of that name is "
+                f"installed (installed: {', '.join(sorted(installed))})"
             )
 
     def _load_entry_points(self) -> None:
@@ -243,6 +268,11 @@ class PluginManager:
 
     def names(self) -> list[str]:
         return [p.name for p in self.plugins()]
+
+
+def hook_names() -> list[str]:
+    """Every hook a plugin may implement."""
+    return sorted(name for name in dir(hookspecs) if name.startswith("ahp_"))
 
 
 def _plugin_name(plugin: object) -> str:
