@@ -21,6 +21,7 @@ import anyio
 import anyio.abc
 
 from ahpcore import __version__
+from ahpcore.addresses import connect_urls, ws_url
 from ahpcore.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_FRAME_BYTES,
@@ -216,6 +217,8 @@ def _choose_token(
 
 def _check_state_dir(path: Path) -> None:
     """The state folder exists (made owner-only) and takes a file, or serving is refused."""
+    if path.exists() and not path.is_dir():
+        raise Fail(f"cannot use state folder {path} (it is a file, not a folder)", 1)
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".ahp-write-check-"):
@@ -690,9 +693,11 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
         _settle_for_serving()
         try:
             bound = next(iter(servers[0].sockets)).getsockname()
-            shown_host = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-            url = f"ws://{shown_host}:{bound[1]}/"
-            _echo(f"ahp {__version__} listening on {url}")
+            url = ws_url(bound[0], bound[1])
+            # A name lookup may wait on a resolver: not on the event loop.
+            urls = await anyio.to_thread.run_sync(connect_urls, bound[0], bound[1])
+            anywhere = " (any address of this machine)" if urls[0] != url else ""
+            _echo(f"ahp {__version__} listening on {url}{anywhere}")
             if options.socket is not None:
                 _echo(f"also listening on unix socket {options.socket}")
             token = (
@@ -700,7 +705,8 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
             )
             if token:
                 _echo(f"connection token: {token}")
-                _echo(f"connect with: {url}?token={token}")
+                for each in urls:
+                    _echo(f"connect with: {each}?token={token}")
             if isinstance(options.token, StoredToken):
                 _echo(
                     f"token kept in {options.token.path} (ahp token --rotate replaces it)", err=True
@@ -997,6 +1003,36 @@ def _plain_serve_options(args: list[str]) -> dict[str, Any] | None:
     return given
 
 
+def _usage_message(exc: Any, args: list[str]) -> str:
+    """One line for a usage error typer raised, naming the command or option at fault."""
+    ctx = getattr(exc, "ctx", None)
+    hint = f"; see {ctx.command_path} --help" if ctx is not None else ""
+    param = getattr(exc, "param", None)
+    commands = getattr(getattr(ctx, "command", None), "commands", None)
+    if ctx is not None and param is None and isinstance(commands, dict):
+        # An unknown command: the first word after the group's own path.
+        words = [arg for arg in args[len(ctx.command_path.split()) - 1 :] if arg[:1] != "-"]
+        if words and words[0] not in commands:
+            shown = [name for name, cmd in commands.items() if not getattr(cmd, "hidden", False)]
+            where = f" in {ctx.command_path}" if ctx.parent is not None else ""
+            return f"no command named {words[0]!r}{where} (commands: {', '.join(shown)}){hint}"
+    envvar = getattr(param, "envvar", None)
+    if (
+        ctx is not None
+        and param is not None
+        and isinstance(envvar, str)
+        and hasattr(exc, "param_hint")
+    ):
+        # typer names both the option and its variable: name the one the value came from.
+        source = getattr(ctx.get_parameter_source(param.name), "name", None)
+        exc.param_hint = (
+            f"environment variable {envvar}"
+            if source == "ENVIRONMENT"
+            else " / ".join(f"'{opt}'" for opt in param.opts)
+        )
+    return f"{exc.format_message().rstrip('.')}{hint}"
+
+
 def main() -> None:
     """Run the command; a usage error is one line ``ahp: ...`` and exit code 2."""
     args = sys.argv[1:]
@@ -1024,9 +1060,7 @@ def main() -> None:
         message, exit_code = getattr(exc, "format_message", None), getattr(exc, "exit_code", None)
         if not callable(message) or not isinstance(exit_code, int):
             raise
-        ctx = getattr(exc, "ctx", None)
-        hint = f"; see {ctx.command_path} --help" if ctx is not None else ""
-        typer.echo(f"ahp: {message()}{hint}", err=True)
+        typer.echo(f"ahp: {_usage_message(exc, args)}", err=True)
         sys.exit(exit_code)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -1,5 +1,6 @@
-"""Mistakes the command used to take in silence: each is one line naming what is wrong
-and what there is instead."""
+"""Mistakes the command used to take in silence or answer in garbled words: each is one
+line naming what is wrong and what there is instead. And the connection addresses a
+host on every address prints."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import os
 
 import pytest
 
+from ahpcore.addresses import connect_urls
 from tests.test_cli import run_ahp
+from tests.test_cli_errors import refused
 
 
 def without_plugin_variables(**variables: str) -> dict[str, str]:
@@ -50,3 +53,36 @@ def test_a_hook_that_does_not_exist_is_refused_with_the_hooks_there_are():
     done = run_ahp("plugins", "--hook", "nosuch", env=without_plugin_variables())
     one_line(done, 2, "no hook named 'nosuch'", "ahp_backends", "ahp_session_store")
     assert not done.stdout
+
+
+def test_a_state_folder_that_is_a_file_says_so(tmp_path):
+    occupied = tmp_path / "state"
+    occupied.write_text("")
+    refused(run_ahp("serve", "--state-dir", str(occupied)), 1, "is a file, not a folder")
+    done = run_ahp("token", "--state-dir", str(occupied))
+    one_line(done, 2, "is a file, not a folder")
+
+
+def test_a_bad_port_names_where_it_came_from(tmp_path):
+    state = ["--state-dir", str(tmp_path)]
+    given = one_line(run_ahp("serve", "--port", "abc", *state, env=without_plugin_variables()), 2)
+    assert "--port" in given and "AHP_PORT" not in given
+    from_env = one_line(run_ahp("serve", *state, env=without_plugin_variables(AHP_PORT="abc")), 2)
+    assert "AHP_PORT" in from_env and "--port" not in from_env
+
+
+def test_an_unknown_command_is_one_clear_line_listing_the_commands():
+    line = one_line(run_ahp("nosuch"), 2, "no command named 'nosuch'", "serve", "plugins", "token")
+    assert ".;" not in line and "'." not in line
+
+
+def test_a_host_on_every_address_names_addresses_to_connect_to():
+    urls = connect_urls("0.0.0.0", 8765)
+    assert urls[0] == "ws://127.0.0.1:8765/"
+    assert all("0.0.0.0" not in url and url.endswith(":8765/") for url in urls)
+    assert len(urls) == len(set(urls))
+    urls6 = connect_urls("::", 8765)
+    assert urls6[0] == "ws://[::1]:8765/"
+    assert all("[::]" not in url for url in urls6)
+    assert connect_urls("127.0.0.1", 8765) == ["ws://127.0.0.1:8765/"]
+    assert connect_urls("::1", 1) == ["ws://[::1]:1/"]
