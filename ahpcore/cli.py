@@ -498,6 +498,8 @@ class _ServeOptions:
     host_queue_bytes: int = DEFAULT_HOST_QUEUE_BYTES
     max_connections_per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
     state_lock: StateLock | None = None
+    #: Set once the listeners are bound: then "ahp stopped" ends the run.
+    listening: bool = False
 
 
 def _lock_state_dir(path: Path) -> StateLock | None:
@@ -581,11 +583,17 @@ class _StopWatch:
 
 
 async def _serve(host: Host, options: _ServeOptions, watch: _StopWatch) -> None:
-    async with host:
-        try:
-            await _serve_transports(host, options, watch)
-        finally:
-            watch.start()  # before the host's own stop, which is what may hang
+    try:
+        async with host:
+            try:
+                await _serve_transports(host, options, watch)
+            finally:
+                watch.start()  # before the host's own stop, which is what may hang
+    finally:
+        if options.listening:
+            # After the host's own stop (backends, their probes, the store): nothing it
+            # logs comes after this line.
+            _echo("ahp stopped", err=True)
 
 
 async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
@@ -690,6 +698,7 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
             tg.cancel_scope.cancel()
             return
         servers = await _listen(host, options)
+        options.listening = True
         _settle_for_serving()
         try:
             bound = next(iter(servers[0].sockets)).getsockname()
@@ -721,7 +730,6 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
             await anyio.sleep_forever()  # until a signal cancels the group
         finally:
             await _close_all(servers)
-            _echo("ahp stopped", err=True)
 
 
 #: How long a worker thread may hold the interpreter while the event loop waits for

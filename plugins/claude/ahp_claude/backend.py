@@ -61,6 +61,8 @@ IDLE_SECONDS = 300.0
 #: How many CLIs may run at once; a CLI about to start stops the longest idle one beyond
 #: that. ``AHP_CLAUDE_MAX_CLIS``.
 MAX_CLIS = 8
+#: How long stopping waits for a boot probe's thread (its child ends within a poll).
+PROBE_STOP_SECONDS = 5.0
 
 #: How long after the first chat starts the SDK is loaded, if no turn needed it sooner.
 SDK_WARM_DELAY_SECONDS = 1.0
@@ -180,6 +182,10 @@ class ClaudeBackend:
 
     def stop(self) -> None:
         self.stopped.set()
+        if self.probe_thread is not None:
+            # A probe asking ends its child within a poll: over before the host says it
+            # stopped, rather than failing (and saying so) after.
+            self.probe_thread.join(PROBE_STOP_SECONDS)
         if self.watcher is not None:
             self.watcher.close()
             self.watcher = None

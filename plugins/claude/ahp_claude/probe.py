@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -99,6 +100,15 @@ PROBE_SECONDS = 120.0
 #: child and a CLI starting beside the host took the machine's cores from its own
 #: start: on two cores the first client was answered after about 1.1 s instead of 0.3.
 PROBE_DELAY_SECONDS = 2.0
+#: How often a running probe looks whether its backend stopped ...
+STOP_POLL_SECONDS = 0.05
+#: ... and how long its child has to end once told to, before it is killed.
+STOP_GRACE_SECONDS = 2.0
+#: What the probe's child runs. Not ``-m ahp_claude.probe``: that imports the package,
+#: and this module with it, before running the module again as ``__main__``, and
+#: Python warns of it (a RuntimeWarning on every probe's stderr, which a failing probe
+#: then gave as its reason).
+PROBE_CODE = "from ahp_claude.probe import probe_main; probe_main()"
 
 
 def run_probe(
@@ -110,44 +120,77 @@ def run_probe(
     guard_folder: str | None = None,
 ) -> threading.Thread:
     """Ask a CLI what it offers, in a thread, ``delay`` seconds from now; ``done`` gets the
-    answer (or nothing on failure). A backend ``stopped`` within the delay asks nothing.
+    answer (or nothing on failure). A backend ``stopped`` within the delay asks nothing;
+    one stopped while the probe asks ends its child, and the thread, at once and quietly
+    (join the thread to know it is over).
 
     The asking runs in a child Python process: claude-agent-sdk is heavy to load, and
     a host that never starts a Claude chat should not carry it. That child dies with
     this thread (the host), and runs its CLI through the guard (``guard_folder``), so
     no CLI outlives a host killed while it asks.
     """
+    stop = stopped or threading.Event()
 
     def probe() -> None:
-        if (stopped or threading.Event()).wait(delay):
+        if stop.wait(delay):
             return
         try:
-            answer = subprocess.run(
-                [sys.executable, "-m", "ahp_claude.probe"],
-                input=json.dumps(
-                    {"env": dict(env), "cwd": cwd, "guard": guard_folder, "host": os.getpid()}
-                ),
-                capture_output=True,
+            child = subprocess.Popen(
+                [sys.executable, "-c", PROBE_CODE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
-                timeout=PROBE_SECONDS,
-                check=False,
             )
-            if answer.returncode != 0:
-                said = answer.stderr.strip().splitlines()
-                raise RuntimeError(said[-1] if said else f"exit status {answer.returncode}")
-            info = json.loads(answer.stdout)
+        except OSError as exc:
+            log.info("the Claude CLI could not be asked what it offers: %s", exc)
+            return
+        asked: str | None = json.dumps(
+            {"env": dict(env), "cwd": cwd, "guard": guard_folder, "host": os.getpid()}
+        )
+        deadline = time.monotonic() + PROBE_SECONDS
+        while True:
+            try:
+                out, err = child.communicate(asked, timeout=STOP_POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                asked = None  # written once; what it says so far is kept
+            if stop.is_set() or time.monotonic() > deadline:
+                # Its guard sees it go and stops the CLI it started.
+                child.terminate()
+                try:
+                    child.communicate(timeout=STOP_GRACE_SECONDS)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.communicate()
+                if stop.is_set():
+                    log.debug("the Claude boot probe stopped with its backend")
+                    return  # nothing failed
+                log.info("the Claude CLI did not say what it offers within %.0f s", PROBE_SECONDS)
+                return
+        if child.returncode < 0:
+            # A signal ended it: the one that stops the host too (a terminal's Ctrl-C, a
+            # service manager's SIGTERM reach the whole process group), not a failure.
+            log.debug("the Claude boot probe ended on signal %d", -child.returncode)
+            return
+        try:
+            if child.returncode != 0:
+                said = err.strip().splitlines()
+                raise RuntimeError(said[-1] if said else f"exit status {child.returncode}")
+            info = json.loads(out)
         except Exception as exc:
             log.info("the Claude CLI could not be asked what it offers: %s", exc)
             return
-        done(info)
+        if not stop.is_set():
+            done(info)
 
     thread = threading.Thread(target=probe, name="claude probe", daemon=True)
     thread.start()
     return thread
 
 
-def _probe_main() -> None:
-    """``python -m ahp_claude.probe``: the asked environment and folder on stdin, JSON out."""
+def probe_main() -> None:
+    """The probe's child (``PROBE_CODE``): the asked environment and folder on stdin, JSON out."""
     from ahp_claude import guard
 
     asked = json.load(sys.stdin)
@@ -223,7 +266,3 @@ class Watcher:
     def close(self) -> None:
         self.stop.set()
         self._thread.join(timeout=2)
-
-
-if __name__ == "__main__":
-    _probe_main()
