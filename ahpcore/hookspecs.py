@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    import typer
+
     from ahpcore.host import Host
     from ahpcore.ports import (
         AutomationStore,
@@ -146,4 +148,20 @@ def ahp_session_rows(host: Host, rows: list[dict[str, Any]]) -> None:
     ``host.spawn``, sending it later as ``root/sessionSummaryChanged`` (whose
     ``changes._meta`` replaces the row's whole ``_meta``). An exception is
     logged and the page goes out without that plugin's additions.
+    """
+
+
+@hookspec
+def ahp_cli_commands(app: typer.Typer) -> None:
+    """Add commands to the ``ahp`` command line, such as ``ahp claude login``.
+
+    Receives the ``typer.Typer`` application, not a host: no host runs. Add a
+    group named after the plugin (``app.add_typer(group, name="claude")``) or a
+    command (``app.command("name")(function)``); a name already taken shadows or
+    is shadowed, so keep to your own. Called whenever ``ahp`` builds its
+    command line (every command but a plain ``ahp serve``), for the plugins
+    the environment admits (``AHP_PLUGINS``, ``AHP_DISABLE_PLUGINS``,
+    ``AHP_NO_PLUGINS``; the command's own ``--plugins`` is not parsed yet):
+    import what a command needs inside it, not here. An exception is logged
+    and leaves that plugin's commands out.
     """

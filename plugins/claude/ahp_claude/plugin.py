@@ -21,6 +21,8 @@ from ahp_claude.backend import IDLE_SECONDS, MAX_CLIS, ClaudeBackend
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    import typer
+
     from ahpcore.host import Host
     from ahpcore.ports import Backend
 
@@ -67,3 +69,10 @@ def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
             max_clis=int(_number("AHP_CLAUDE_MAX_CLIS", MAX_CLIS)),
         )
     )
+
+
+@hookimpl
+def ahp_cli_commands(app: typer.Typer) -> None:
+    from ahp_claude.signin import build_app  # typer is loaded by now; the host needs none of it
+
+    app.add_typer(build_app(), name="claude")
