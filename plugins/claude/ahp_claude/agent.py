@@ -52,8 +52,8 @@ log = logging.getLogger(__name__)
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 SIGN_IN = (
-    "Claude Code is not signed in: run `claude login` (or `claude setup-token`) as the user "
-    "running the host, or set ANTHROPIC_API_KEY in its environment, then try again."
+    "Claude Code is not signed in: run `ahp claude login` as the user running the host, "
+    "or set ANTHROPIC_API_KEY in its environment, then try again."
 )
 
 #: How long a cancelled turn waits for the CLI to finish the turn it interrupted.
@@ -506,7 +506,10 @@ class ClaudeAgent:
             if transcripts.is_filler(message.model, message.content):
                 return  # the CLI's stand-in for a cut-off turn's answer, not the model's words
             if message.error == "authentication_failed":
+                # The CLI's own "Not logged in · Please run /login" is no answer, and names
+                # a command the host's user cannot run: the turn ends in SIGN_IN instead.
                 running.error = SIGN_IN
+                return
             for block in message.content:
                 if isinstance(block, sdk.ToolUseBlock):
                     self._tool_ready(running, stream, block)

@@ -149,6 +149,8 @@ class Replay:
         message = entry.get("message") or {}
         content = message.get("content")
         if kind == "assistant":
+            if entry.get("error") == "authentication_failed":
+                return  # the CLI's "Not logged in" stand-in: the turn's error says it (SIGN_IN)
             self.model = message.get("model") or self.model
             if message.get("id") and message.get("usage"):
                 self.usage[message["id"]] = message["usage"]

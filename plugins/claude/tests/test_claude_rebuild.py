@@ -198,9 +198,13 @@ async def test_a_reopened_client_tool_call_says_what_the_client_said(
     assert live["pastTenseMessage"] == "Opened a.txt"
 
 
-async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, workdir: Path):
-    anthropic.unauthorized = True
-    async with claude_host() as (running, _):
+@pytest.mark.parametrize("credentials", ["refused", "none"])
+async def test_a_failed_turn_reopens_as_the_same_error(
+    claude_host, anthropic, workdir: Path, credentials: str
+):
+    anthropic.unauthorized = credentials == "refused"
+    env = {"ANTHROPIC_API_KEY": ""} if credentials == "none" else {}
+    async with claude_host(env) as (running, _):
         client, session, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi", "t1")
         assert (await turn_end(client, chat))["type"] == "chat/error"
@@ -211,7 +215,8 @@ async def test_a_failed_turn_reopens_as_the_same_error(claude_host, anthropic, w
         state["turns"][0]["responseParts"][0]["error"].pop("errorType")
     assert comparable(rebuilt) == comparable(live)
     assert about_the_same(rebuilt, live), (durations(rebuilt), durations(live))
-    assert "claude login" in rebuilt["turns"][0]["responseParts"][0]["error"]["message"]
+    assert [part["kind"] for part in rebuilt["turns"][0]["responseParts"]] == ["error"]
+    assert "`ahp claude login`" in rebuilt["turns"][0]["responseParts"][0]["error"]["message"]
 
 
 async def test_a_reopened_chat_knows_each_turn_by_the_entry_it_began_at(

@@ -188,15 +188,23 @@ async def test_a_killed_cli_ends_the_turn_in_an_error_and_the_next_turn_resumes(
         assert "work" in first and "still there?" in first
 
 
-async def test_without_credentials_a_turn_says_how_to_sign_in(claude_host, anthropic, workdir):
-    anthropic.unauthorized = True
-    async with claude_host() as (running, _):
+@pytest.mark.parametrize("credentials", ["refused", "none"])
+async def test_without_credentials_a_turn_says_how_to_sign_in(
+    claude_host, anthropic, workdir, credentials
+):
+    # A key the API refuses (401), or none at all: then the CLI answers "Not logged in ·
+    # Please run /login" itself, which is neither a reply nor a command the user has.
+    anthropic.unauthorized = credentials == "refused"
+    env = {"ANTHROPIC_API_KEY": ""} if credentials == "none" else {}
+    async with claude_host(env) as (running, _):
         client, _, chat = await connect_and_open(running, workdir)
         await start_turn(client, chat, "hi", "t1")
         end = await turn_end(client, chat)
         assert end["type"] == "chat/error"
         said = end["part"]["error"]["message"]
-        assert "claude login" in said and "ANTHROPIC_API_KEY" in said
+        assert "`ahp claude login`" in said and "ANTHROPIC_API_KEY" in said
+        [turn] = (await chat_state(client, chat))["turns"]
+        assert [part["kind"] for part in turn["responseParts"]] == ["error"]
 
 
 async def test_ask_user_question_becomes_a_question_and_the_answer_goes_back(
