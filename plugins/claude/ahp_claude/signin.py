@@ -73,7 +73,7 @@ def describe(status: dict[str, Any]) -> str:
     how = str(status.get("authMethod") or "signed in")
     if status.get("apiKeySource"):
         how += f" from {status['apiKeySource']}"
-    for key, word in (("email", "as"), ("orgName", "of"), ("loginExpiresAt", "until")):
+    for key, word in (("email", "as"), ("orgName", "of")):
         if status.get(key):
             how += f" {word} {status[key]}"
     where = f"; its folder is {status['configDirectory']}" if status.get("configDirectory") else ""
