@@ -28,7 +28,7 @@ from ahpcore.defaults import (
     DEFAULT_PORT,
     default_state_dir,
 )
-from ahpcore.logs import LEVELS, escape
+from ahpcore.logs import LEVELS, LOG_FILE_BACKUPS, LOG_FILE_BYTES, escape
 from ahpcore.logs import configure as configure_logging
 from ahpcore.plugins import PluginError, PluginManager, Selection, hook_names
 from ahpcore.rpc.budget import (
@@ -402,6 +402,15 @@ def serve(
     log_level: Annotated[
         str, typer.Option(envvar="AHP_LOG_LEVEL", help=f"One of {', '.join(LEVELS)}.")
     ] = "info",
+    log_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_LOG_FILE",
+            help=f"Write the log to this file instead of stderr, owner-only (0600), rotated at "
+            f"{LOG_FILE_BYTES >> 20} MiB with {LOG_FILE_BACKUPS} older files kept.",
+            show_default="stderr",
+        ),
+    ] = None,
     worktrees_root: Annotated[
         Path | None,
         typer.Option(
@@ -440,7 +449,10 @@ def serve(
             )
         if stop_timeout < 0:
             raise Fail(f"--stop-timeout {stop_timeout} is negative (0 waits as long as it takes)")
-        configure_logging(log_level)
+        try:
+            configure_logging(log_level, log_file=log_file)
+        except OSError as exc:
+            raise Fail(f"cannot write log file {log_file} ({_why(exc)})", 1) from None
         if sessions not in STORE_KINDS:
             raise Fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
         chosen_token = _choose_token(token, token_file, no_token, stdio, host)
@@ -474,6 +486,7 @@ def serve(
             host_queue_bytes=host_queue_bytes,
             max_connections_per_address=max_connections_per_address,
             state_lock=state_lock,
+            log_file=log_file,
         )
         watch = _StopWatch(the_host, stop_timeout)
         try:
@@ -501,6 +514,7 @@ class _ServeOptions:
     host_queue_bytes: int = DEFAULT_HOST_QUEUE_BYTES
     max_connections_per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
     state_lock: StateLock | None = None
+    log_file: Path | None = None
     #: Set once the listeners are bound: then "ahp stopped" ends the run.
     listening: bool = False
 
@@ -694,6 +708,8 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
                 f"{settings.state_dir}; plugins: {_plugin_list(host)}",
                 err=True,
             )
+            if options.log_file is not None:
+                _echo(f"log in {options.log_file}", err=True)
             if options.state_lock is not None:
                 options.state_lock.note("stdio")
             _settle_for_serving()
@@ -727,6 +743,8 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
                 also = f" and unix socket {options.socket}" if options.socket is not None else ""
                 options.state_lock.note(f"{url}{also}")
             _echo(f"state in {settings.state_dir}", err=True)
+            if options.log_file is not None:
+                _echo(f"log in {options.log_file}", err=True)
             _echo(f"plugins: {_plugin_list(host)}", err=True)
             _echo("press Ctrl-C to stop", err=True)
             sys.stdout.flush()
@@ -946,6 +964,7 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "--state-dir": ("state_dir", "path", "AHP_STATE_DIR"),
     "--log-level": ("log_level", "str", "AHP_LOG_LEVEL"),
+    "--log-file": ("log_file", "path", "AHP_LOG_FILE"),
     "--worktrees-root": ("worktrees_root", "path", "AHP_WORKTREES_ROOT"),
     "--stop-timeout": ("stop_timeout", "float", "AHP_STOP_TIMEOUT"),
 }
