@@ -72,9 +72,19 @@ def _cli_section() -> str:
     # Typer carries its own copy of click, so this goes by duck type, not class.
     group: Any = typer.main.get_command(app)
     context = group.context_class(group, info_name="ahp")
-    lines: list[str] = []
+    commands: list[tuple[str, Any]] = []
     for name in group.list_commands(context):
         command = group.get_command(context, name)
+        if command is None or command.hidden:
+            continue
+        if hasattr(command, "list_commands"):  # a group (ahp sessions): each of its commands
+            inner = command.context_class(command, info_name=name, parent=context)
+            for sub in command.list_commands(inner):
+                commands.append((f"{name} {sub}", command.get_command(inner, sub)))
+        else:
+            commands.append((name, command))
+    lines: list[str] = []
+    for name, command in commands:
         if command is None or command.hidden:
             continue
         lines += ["", f"### `ahp {name}`", "", (command.help or "").strip().split("\n")[0], ""]
