@@ -10,6 +10,7 @@ unless its docstring says otherwise.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pluggy
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     import typer
 
     from ahpcore.host import Host
+    from ahpcore.operate.checks import Check
     from ahpcore.ports import (
         AutomationStore,
         Backend,
@@ -148,6 +150,20 @@ def ahp_session_rows(host: Host, rows: list[dict[str, Any]]) -> None:
     ``host.spawn``, sending it later as ``root/sessionSummaryChanged`` (whose
     ``changes._meta`` replaces the row's whole ``_meta``). An exception is
     logged and the page goes out without that plugin's additions.
+    """
+
+
+@hookspec
+def ahp_doctor_checks(state_dir: Path) -> list[Check] | None:
+    """Check what this plugin needs, for ``ahp doctor``: a sign-in, a program, a setting.
+
+    Receives the state folder, not a host: ``ahp doctor`` starts none, and a
+    running host never calls this. Returns a list of
+    ``ahpcore.operate.checks.Check(name, ok, said, fix)``, one a line of the
+    report, ``fix`` saying what to do when ``ok`` is false (a failed check makes
+    ``ahp doctor`` exit 1). Keep it quick and quiet: look, do not start
+    anything, and never print a secret. An exception is reported as a failed
+    check naming the plugin.
     """
 
 

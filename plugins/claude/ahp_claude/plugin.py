@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ahp_claude.backend import IDLE_SECONDS, MAX_CLIS, ClaudeBackend
+from ahp_claude.doctor import ahp_doctor_checks as ahp_doctor_checks  # a hook of this plugin
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
