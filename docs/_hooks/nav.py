@@ -13,7 +13,9 @@ from typing import Any
 ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Home", "index.md"),
     ("Getting started", "getting-started.md"),
+    ("Writing a client", "clients.md"),
     ("Configuration", "configuration.md"),
+    ("Running as a service", "service.md"),
     ("Plugins", [("Writing plugins", "plugins.md"), ("Hook reference", "hooks.md")]),
     (
         "Backends",
