@@ -156,3 +156,17 @@ def test_the_example_runs_the_flow_on_a_real_host_and_the_guide_shows_its_frames
             f"the frame titled {title!r} in docs/clients.md is not one the example exchanged "
             f"with the host any more: {REFRESH}"
         )
+
+
+def test_the_guide_is_in_the_site_nav_and_on_the_index():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nav", ROOT / "docs" / "_hooks" / "nav.py")
+    assert spec is not None and spec.loader is not None
+    nav = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nav)
+    entries = nav.build_nav(ROOT / "docs")
+    assert {"Writing a client": "clients.md"} in entries
+    # Right after getting started: what a client author reads next.
+    assert entries.index({"Writing a client": "clients.md"}) == 2
+    assert "](clients.md)" in (ROOT / "docs" / "index.md").read_text("utf-8")
