@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -22,8 +22,7 @@ from ahpcore.operate.checks import (
     state_folder_checks,
     token_check,
 )
-
-_FLAG: dict[str, Any] = {"metavar": ""}
+from ahpcore.operate.options import FLAG, JsonOption
 
 
 def run_checks(
@@ -72,15 +71,7 @@ def report(found: list[Check]) -> str:
 
 
 def doctor_command(
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help="Machine-readable output (no environment variable).",
-            show_default="off",
-            **_FLAG,
-        ),
-    ] = False,
+    as_json: JsonOption = False,
     state_dir: Annotated[
         Path | None,
         typer.Option(
@@ -112,7 +103,7 @@ def doctor_command(
             envvar="AHP_NO_PLUGINS",
             help="Check the essential core plugins alone.",
             show_default="off",
-            **_FLAG,
+            **FLAG,
         ),
     ] = False,
 ) -> None:

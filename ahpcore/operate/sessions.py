@@ -35,6 +35,7 @@ import typer
 from ahpcore.defaults import default_state_dir
 from ahpcore.logs import escape
 from ahpcore.operate.client import Connection, HostError, OperateError
+from ahpcore.operate.options import FLAG, JsonOption
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import SESSION_NOT_FOUND
 from ahpcore.protocol.uris import ROOT_CHANNEL
@@ -50,7 +51,6 @@ STORE_FILE = "sessions.sqlite3"
 _ACTIVITY = {1: "idle", 2: "error", 8: "working", 24: "needs input"}
 _IS_READ, _IS_ARCHIVED = 1 << 5, 1 << 6
 
-_FLAG: dict[str, Any] = {"metavar": ""}
 
 StateDirOption = Annotated[
     Path | None,
@@ -87,15 +87,6 @@ TokenFileOption = Annotated[
         envvar="AHP_TOKEN_FILE",
         help="Read the host's connection token from this file.",
         show_default="none",
-    ),
-]
-JsonOption = Annotated[
-    bool,
-    typer.Option(
-        "--json",
-        help="Machine-readable output (no environment variable).",
-        show_default="off",
-        **_FLAG,
     ),
 ]
 SessionArgument = Annotated[
@@ -469,7 +460,7 @@ def dispose_command(
             "-y",
             help="Do not ask first (needed when stdin is not a terminal).",
             show_default="off",
-            **_FLAG,
+            **FLAG,
         ),
     ] = False,
     as_json: JsonOption = False,
