@@ -28,6 +28,8 @@ class Rebuilder:
         self._child_builders: dict[str, Rebuilder] = {}
         #: Each rebuilt turn's reporter, for the reference its backend gave it again.
         self._turns: dict[str, TurnRecorder] = {}
+        #: A subagent's chat: the reporter of its one turn, which says how that turn ended.
+        self._own: TurnRecorder | None = None
 
     def _chat(self, action: dict[str, Any]) -> None:
         self.state = reduce("chat", self.state, action)
@@ -100,13 +102,20 @@ class Rebuilder:
         if active is None:
             return
         turn_id = active["id"]
+        own = self._own
+        duration = own.took_ms or 0 if own is not None else 0
+        failed = "the call failed"
+        if own is not None and own.cut_off is not None:
+            state, failed = "error", own.cut_off
         if state == "complete":
-            self._chat({"type": "chat/turnComplete", "turnId": turn_id, "duration": 0})
+            self._chat({"type": "chat/turnComplete", "turnId": turn_id, "duration": duration})
         elif state == "error":
-            part = {"kind": "error", "error": {"errorType": "error", "message": "the call failed"}}
-            self._chat({"type": "chat/error", "turnId": turn_id, "duration": 0, "part": part})
+            part = {"kind": "error", "error": {"errorType": "error", "message": failed}}
+            self._chat(
+                {"type": "chat/error", "turnId": turn_id, "duration": duration, "part": part}
+            )
         else:
-            self._chat({"type": "chat/turnCancelled", "turnId": turn_id, "duration": 0})
+            self._chat({"type": "chat/turnCancelled", "turnId": turn_id, "duration": duration})
         self.finish_children("cancelled")
 
 
@@ -138,7 +147,8 @@ class RebuiltChildren:
             }
         )
         self.parent._child_builders[uri] = child
-        return uri, child.recorder(call_id)
+        child._own = child.recorder(call_id)
+        return uri, child._own
 
     def keep(self, call_id: str) -> None:
         """A transcript holds a background subagent's whole run: its call's end ends it."""

@@ -131,6 +131,11 @@ class TurnRecorder:
     _deferred: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     #: The backend's own id for this turn, when it reported one.
     backend_ref: str | None = None
+    #: A rebuilt subagent's turn: how long it ran live (a live one is timed as it runs).
+    took_ms: int | None = None
+    #: A rebuilt subagent's turn its host never saw end: the error it ends in, whatever its
+    #: call's result said (the transcript may read as if it finished).
+    cut_off: str | None = None
     #: Where subagents run (None: this reporter cannot start one).
     children: Children | None = None
     #: Called with the pending edits of a call that asks, and again with () once answered.

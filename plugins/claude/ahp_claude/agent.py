@@ -685,6 +685,11 @@ class ClaudeAgent:
             content=content,
             error=(content[0]["text"] if content else "failed") if error else None,
         )
+        child = running.children.get(block.tool_use_id)
+        if child is not None and block.tool_use_id not in self.subagents.turns:
+            # Its chat ended with its call: how long it ran, for the chat rebuilt later.
+            took = int((time.monotonic() - child.began) * 1000)
+            self.backend.record_subagent(self.session_id, block.tool_use_id, took)
 
     def _turn_cost(self, total: float | None) -> float | None:
         if total is None:

@@ -68,7 +68,7 @@ PROBE_STOP_SECONDS = 5.0
 SDK_WARM_DELAY_SECONDS = 1.0
 
 #: What the sidecar keeps of a session (see ``ClaudeBackend.sidecar``).
-SIDECAR_KINDS = ("calls", "turns", "ended", "open")
+SIDECAR_KINDS = ("calls", "turns", "ended", "open", "subagents")
 
 
 def config_dir(env: Mapping[str, str]) -> Path:
@@ -394,7 +394,9 @@ class ClaudeBackend:
     def sidecar(self, session_id: str) -> dict[str, dict[str, Any]]:
         """``{"calls": {call id: decision}, "turns": {entry uuid: turn id},
         "ended": {entry uuid: how a turn ended, beyond its transcript},
-        "open": {entry uuid: true while the turn runs}}`` of one session."""
+        "open": {entry uuid, or a background subagent's call id: true while it runs},
+        "subagents": {call id: what the host saw of the subagent it ran (its duration)}}``
+        of one session."""
         try:
             known = dict(json.loads(self._sidecar_path(session_id).read_text()))
         except (OSError, ValueError):
@@ -464,6 +466,10 @@ class ClaudeBackend:
         self.references[(session_id, turn_id)] = entry
         if entry != turn_id:
             self._remember(session_id, "turns", entry, turn_id)
+
+    def record_subagent(self, session_id: str, call_id: str, duration_ms: int) -> None:
+        """Keep how long the subagent of ``call_id`` ran, so its rebuilt chat lasts as long."""
+        self._remember(session_id, "subagents", call_id, {"duration": duration_ms})
 
     def turn_open(self, session_id: str, entry: str, running: bool) -> None:
         """Keep that the turn begun at ``entry`` runs (until ``running`` is False): a turn
@@ -585,6 +591,7 @@ class ClaudeBackend:
             path=path,
             ended=sidecar["ended"],
             cut_off=set(sidecar["open"]),
+            subagents=sidecar["subagents"],
         )
         return True
 

@@ -28,6 +28,7 @@ from ahpcore.sessions.contract import (
     TranscriptReader,
     TurnReporter,
 )
+from ahpcore.sessions.turns import TurnRecorder
 
 DENIED = ("denied this tool call", "doesn't want to proceed", "user rejected")
 
@@ -50,9 +51,21 @@ class Subagents:
     names the agent id too (``toolUseResult.agentId``).
     """
 
-    def __init__(self, path: Path | None, entries: Entries) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        entries: Entries,
+        kept: Mapping[str, Mapping[str, Any]] | None = None,
+        cut_off: Collection[str] = (),
+    ) -> None:
         self.folder = path.with_suffix("") / "subagents" if path is not None else None
+        #: What the host kept of each subagent it saw run (its duration), by its call.
+        self.kept = kept or {}
+        #: The calls whose background subagent still ran when the host stopped.
+        self.cut_off = cut_off
         self._agent_of: dict[str, str] = {}
+        #: When each call's result was written, by call id.
+        self.result_at: dict[str, datetime] = {}
         self._files: dict[str, Path] | None = None
         self._note(entries)
         #: Sidechains in the main transcript, by agent id (or by their first entry's uuid).
@@ -73,9 +86,12 @@ class Subagents:
             if not isinstance(result, Mapping) or not result.get("agentId"):
                 continue
             content = (entry.get("message") or {}).get("content")
+            moment = _moment(entry)
             for block in content if isinstance(content, list) else ():
                 if isinstance(block, Mapping) and block.get("type") == "tool_result":
                     self._agent_of[str(block.get("tool_use_id"))] = str(result["agentId"])
+                    if moment is not None:
+                        self.result_at[str(block.get("tool_use_id"))] = moment
 
     def _by_call(self) -> dict[str, Path]:
         if self._files is None:
@@ -136,12 +152,15 @@ class Replay:
         self.usage: dict[str, Mapping[str, Any]] = {}
         self.model: str | None = None
         self.state = "complete"
+        #: When the entry being replayed was written.
+        self.at: datetime | None = None
 
     def entries(self, entries: Iterable[Mapping[str, Any]]) -> None:
         for entry in entries:
             self.entry(entry)
 
     def entry(self, entry: Mapping[str, Any]) -> None:
+        self.at = _moment(entry) or self.at
         kind = entry.get("type")
         if kind == "system":
             self._system(entry)
@@ -222,8 +241,26 @@ class Replay:
             child = self.report.subagent(call_id, agent, description)
         except Exception:  # a reporter without child chats: the call still reads right
             return
+        began = self.at
         # Its first entry is the prompt its caller wrote: words, which a replay passes over.
         Replay(child, self.decisions, self.subagents).entries(found)
+        if isinstance(child, TurnRecorder):  # how its turn ends is read when its call does
+            child.took_ms = self._child_ms(call_id, began, found)
+            if call_id in self.subagents.cut_off:
+                child.cut_off = HOST_STOPPED
+
+    def _child_ms(self, call_id: str, began: datetime | None, found: Entries) -> int:
+        """How long a subagent ran: as the host timed it live, else from its call's entry
+        to its result (or its own last entry, for one that ran on in the background)."""
+        kept = (self.subagents.kept.get(call_id) or {}).get("duration")
+        if isinstance(kept, int | float):
+            return int(kept)
+        ended = [m for m in map(_moment, found) if m is not None]
+        if call_id in self.subagents.result_at:
+            ended.append(self.subagents.result_at[call_id])
+        if began is None or not ended:
+            return 0
+        return max(0, int((max(ended) - began).total_seconds() * 1000))
 
     def _settle(self, call_id: str, name: str, tool_input: Mapping[str, Any]) -> bool:
         """Say how the call came to run (asked, or not); False when it never ran."""
@@ -377,6 +414,7 @@ def rebuild(
     path: Path | None = None,
     ended: Mapping[str, Mapping[str, Any]] | None = None,
     cut_off: Collection[str] = (),
+    subagents: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
     """Every turn of a transcript through ``reader``.
 
@@ -384,13 +422,14 @@ def rebuild(
     names the turns whose id was not their transcript uuid, ``ended`` holds how
     a live turn ended where the transcript does not say (its cost, the model's
     context window, an error; by the turn's entry uuid), ``cut_off`` names the turns
-    the host never saw end (it stopped first), and ``path`` is where the transcript
-    is, so its subagents are found.
+    (and background subagents' calls) the host never saw end (it stopped first),
+    ``subagents`` what the host kept of each subagent it saw (its duration, by its
+    call), and ``path`` is where the transcript is, so its subagents are found.
     """
     decisions = decisions or {}
     turn_ids = turn_ids or {}
     ended = ended or {}
-    subagents = Subagents(path, entries)
+    found = Subagents(path, entries, subagents, cut_off)
     for start, rest in turns(entries):
         start_id = str(start.get("uuid"))
         report = reader.turn(
@@ -401,7 +440,7 @@ def rebuild(
             started_at=start.get("timestamp"),
         )
         report.reference(start_id)  # as it was live: the entry the turn began at
-        replay = Replay(report, decisions, subagents)
+        replay = Replay(report, decisions, found)
         replay.entries(rest)
         known = ended.get(start_id) or {}
         # As long as the live turn took, where this host saw it; else what the timestamps span.

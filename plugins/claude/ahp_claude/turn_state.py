@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ class Stream:
     blocks: dict[int, str] = field(default_factory=dict)
     #: True once partial messages arrived for it (a subagent's may come whole only).
     partial: bool = False
+    #: When it opened (the host's clock): a subagent's chat lasts from then to its end.
+    began: float = field(default_factory=time.monotonic)
 
 
 @dataclass

@@ -45,6 +45,7 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
         "subagent_type": "general-purpose",
         "run_in_background": False,
     }
+    answering = Hold()  # the subagent takes a while, so its chat's duration is worth comparing
     anthropic.script(
         reply(ToolUse("Agent", task, id="toolu_agent_1")),
         # The subagent runs a command that asks, then answers.
@@ -55,7 +56,7 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
                 id="toolu_sub_1",
             )
         ),
-        reply("The answer is 42."),
+        reply(answering, "The answer is 42."),
         reply("My helper says 42.", cache_write=20),
         reply("A summary of it all."),  # what /compact asks the model for
     )
@@ -67,6 +68,9 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
         child = request["chat"]
         assert child != chat and request["toolCall"]["toolCallId"] == "toolu_sub_1"
         await confirm(client, child, "toolu_agent_1", "toolu_sub_1", approved=True)
+        await reached(answering)
+        await anyio.sleep(0.8)
+        answering.release.set()
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         await start_turn(client, chat, "/compact", "t2")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
@@ -82,6 +86,12 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
     assert about_the_same(rebuilt, live), (durations(rebuilt), durations(live))
     assert rebuilt["turns"][0]["responseParts"][0]["toolCall"]["_meta"]["subagentChatUri"] == child
     assert comparable(rebuilt_child) == comparable(live_child)
+    # The child chat's turn lasted as long as it did live (its subagent waited for an answer).
+    assert durations(live_child)[0] >= 800
+    assert about_the_same(rebuilt_child, live_child), (
+        durations(rebuilt_child),
+        durations(live_child),
+    )
 
     # An older CLI kept a subagent's entries in the main transcript, as a sidechain that
     # named no agent.
@@ -95,6 +105,13 @@ async def test_a_reopened_session_has_its_subagent_chat_and_compaction_as_live(
         handle.writelines(json.dumps(entry) + "\n" for entry in sidechain)
     _, rebuilt_child = await reopen(claude_host, session, chat, child)
     assert comparable(rebuilt_child) == comparable(live_child)
+    assert about_the_same(rebuilt_child, live_child)
+
+    # Without what the host kept, the transcript's timestamps say about as much: from the
+    # call to its result (live, the chat opens with the subagent's first word, a bit later).
+    shutil.rmtree(Path(claude_env["HOME"]).parent / "state" / "claude" / "sidecar")
+    _, bare_child = await reopen(claude_host, session, chat, child)
+    assert about_the_same(bare_child, live_child), (durations(bare_child), durations(live_child))
 
 
 async def reopen(claude_host: Any, session: str, *chats: str) -> list[dict[str, Any]]:
