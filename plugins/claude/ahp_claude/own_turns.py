@@ -16,6 +16,7 @@ client's turn, which ends only once a result names its prompt.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from ahp_claude.agent import ClaudeAgent
 
 log = logging.getLogger(__name__)
+
+#: How long a turn the CLI began waits for the transcript entry it began at.
+ENTRY_WAIT_SECONDS = 2.0
 
 
 def begins_turn(message: Any) -> bool:
@@ -98,6 +102,7 @@ class OwnTurns:
     async def _follow(self, running: Turn, *, named: bool) -> None:
         """Translate the CLI's turn as the agent translates a host's, to its result."""
         agent = self.agent
+        began = time.monotonic()
         agent._turn = running
         held, self._held = self._held or [], None
         for message in held:
@@ -105,6 +110,9 @@ class OwnTurns:
         if agent._ended.is_set() and not running.done.is_set():
             running.error = agent._failure or "Claude Code exited"
             running.done.set()
+        # Marked open while it runs, as a host's turn is: cut off by a killed host, it then
+        # rebuilds as interrupted, not as the finished answer the transcript may look like.
+        entry = await self._name(running) if named else None
         try:
             await running.done.wait()
         except anyio.get_cancelled_exc_class():
@@ -114,22 +122,41 @@ class OwnTurns:
                 with anyio.CancelScope(shield=True):
                     await agent._interrupt(client, running)
             raise
+        finally:
+            if entry is not None:
+                took = int((time.monotonic() - began) * 1000)
+                agent.backend.record_turn_end(agent.session_id, entry, {"duration": took})
+                agent.backend.turn_open(agent.session_id, entry, False)
         if running.error is not None:
             from ahp_claude.agent import ClaudeTurnFailed  # the agent module imports this one
 
             raise ClaudeTurnFailed(running.error)
-        if named:
-            await self._name(running)
 
-    async def _name(self, running: Turn) -> None:
-        """Keep the transcript entry the turn began at, so a rebuild names it the same."""
+    async def _name(self, running: Turn) -> str | None:
+        """Keep the transcript entry the turn began at, so a rebuild names it the same, and
+        mark the turn open there; the entry's uuid, or None when it cannot be found."""
         agent = self.agent
         try:
             path = agent.backend.transcript_path(agent.session_id)
-            entry = await anyio.to_thread.run_sync(last_notification, path) if path else None
             known = agent.backend.sidecar(agent.session_id)["turns"]
-            if entry is not None and entry not in known:  # never an entry an older turn has
-                running.report.reference(entry)
-                agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
-        except Exception:  # the turn still happened; only its rebuild names it differently
+            entry = None
+            # The CLI writes the entry as the turn begins, maybe just after its first words.
+            with anyio.move_on_after(ENTRY_WAIT_SECONDS):
+                while path is not None and not running.done.is_set():
+                    entry = await anyio.to_thread.run_sync(last_notification, path)
+                    if entry is not None and entry not in known:  # never an older turn's
+                        break
+                    entry = None
+                    await anyio.sleep(0.05)
+            if entry is None and path is not None:
+                entry = await anyio.to_thread.run_sync(last_notification, path)
+            if entry is None or entry in known:
+                return None
+            running.report.reference(entry)
+            agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
+            if not running.done.is_set():
+                agent.backend.turn_open(agent.session_id, entry, True)
+            return entry
+        except Exception:  # the turn still happens; only its rebuild reads differently
             log.warning("keeping the entry of the CLI's own turn failed", exc_info=True)
+            return None

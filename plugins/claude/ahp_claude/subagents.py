@@ -12,6 +12,7 @@ that goes wrong here reaches the parent's chat.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,6 +39,9 @@ class BackgroundSubagents:
         turn = Turn(child.report)
         turn.main = child
         self.turns[call_id] = turn
+        # Open until the CLI says it ended: if the host dies first, it rebuilds as interrupted.
+        agent = self.agent
+        agent.backend.turn_open(agent.session_id, call_id, True)
 
     def take(self, message: Any) -> bool:
         """True when ``message`` is a background subagent's (reported in its chat)."""
@@ -64,10 +68,14 @@ class BackgroundSubagents:
     def ended(self, call_id: str, success: bool) -> None:
         """The CLI said a background subagent finished: so does its child chat's turn."""
         turn = self.turns.pop(call_id, None)
-        report = self.agent.start.report
+        agent = self.agent
+        report = agent.start.report
         if turn is None or report is None:
             return
         turn.done.set()
+        took = int((time.monotonic() - turn.main.began) * 1000)
+        agent.backend.record_subagent(agent.session_id, call_id, took)
+        agent.backend.turn_open(agent.session_id, call_id, False)
         try:
             report.subagent_ended(call_id, success=success)
         except Exception:
