@@ -70,6 +70,30 @@ def _parse(text: str) -> Holder:
     )
 
 
+def holder_of(state_dir: Path) -> Holder | None:
+    """Who holds ``state_dir``'s lock now, or None when nobody does.
+
+    Looked at by asking for the lock shared, without waiting: refused, a host
+    holds it. The file's words are read only then, as they outlive their writer.
+    """
+    if fcntl is None:  # no flock, no lock taken (Windows)
+        return None
+    try:
+        fd = os.open(state_dir / LOCK_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
+        else:
+            return None
+    finally:
+        os.close(fd)  # which also lets go of the shared lock taken to look
+    return _parse(text)
+
+
 class StateLock:
     """The lock on one state folder, taken by ``acquire`` and held until the process ends."""
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ahpcore.plugins import PluginManager
+    from ahpcore.statelock import Holder
 
 #: The oldest Python the host runs on (``requires-python``).
 MIN_PYTHON = (3, 11)
@@ -143,54 +144,12 @@ def state_folder_checks(state_dir: Path) -> list[Check]:
     return found
 
 
-@dataclass(frozen=True)
-class LockHolder:
-    """The host holding a state folder's lock, as it described itself in the lock file."""
+def lock_holder(state_dir: Path) -> Holder | None:
+    """Who holds ``state_dir``'s lock now, or None when nobody does (see
+    ``ahpcore.statelock.holder_of``)."""
+    from ahpcore.statelock import holder_of
 
-    pid: int | None
-    #: Where it listens ("ws://127.0.0.1:8765/", "stdio"); None while it starts.
-    address: str | None
-
-    def describe(self) -> str:
-        pid = f"pid {self.pid}" if self.pid is not None else "pid unknown"
-        return f"{pid}, {f'listening on {self.address}' if self.address else 'still starting'}"
-
-
-def lock_holder(state_dir: Path) -> LockHolder | None:
-    """Who holds ``state_dir``'s lock now (see ``ahpcore.statelock``), or None when nobody does.
-
-    Looked at by asking for the lock shared, without waiting: refused, a host
-    holds it. The file's words are read only then, as they outlive their writer.
-    """
-    from ahpcore.statelock import LOCK_FILE
-
-    try:
-        import fcntl
-    except ImportError:  # no flock, no lock taken (Windows)
-        return None
-    try:
-        fd = os.open(state_dir / LOCK_FILE, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            text = os.pread(fd, 4096, 0).decode("utf-8", "replace")
-        else:
-            return None
-    finally:
-        os.close(fd)  # which also lets go of the shared lock taken to look
-    try:
-        record, _ = json.JSONDecoder().raw_decode(text)  # an old tail may follow a short record
-    except ValueError:
-        record = None
-    if not isinstance(record, dict):
-        return LockHolder(None, None)
-    pid, address = record.get("pid"), record.get("address")
-    return LockHolder(
-        pid if isinstance(pid, int) else None, address if isinstance(address, str) else None
-    )
+    return holder_of(state_dir)
 
 
 def lock_check(state_dir: Path) -> Check:
