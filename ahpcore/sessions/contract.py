@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ahpcore.sessions.contract_types import (
@@ -37,7 +38,6 @@ from ahpcore.sessions.contract_types import (
     ApprovalOption,
     CataloguePage,
     CatalogueRow,
-    ChatStart,
     Cost,
     InputAnswer,
     Maybe,
@@ -382,6 +382,38 @@ class SessionReporter(Protocol):
     ) -> None:
         """Usage spent outside a turn; counted to the chat's latest turn."""
         ...
+
+
+@dataclass(frozen=True)
+class ChatStart:
+    """Everything a backend needs to start (or reopen) the agent behind one chat.
+
+    Defined here rather than with the other values: it carries the agent's
+    ``SessionReporter``.
+    """
+
+    session_id: str
+    chat_uri: str
+    #: The backend's own name for this conversation; the core keeps it.
+    backend_id: str
+    working_directories: tuple[str, ...]
+    config: Mapping[str, JSON]
+    #: True when the conversation already exists (reopened, resumed after a restart).
+    resume: bool = False
+    #: Fork: continue from this (backend id, turn id) under ``backend_id``.
+    fork_from: tuple[str, str] | None = None
+    #: Side chat: what the named turn said, handed to the first prompt only.
+    side_of: tuple[str, str] | None = None
+    #: Credentials a client pushed with ``authenticate`` for this session's start.
+    tokens: Mapping[str, str] = field(default_factory=dict)
+    #: Tools active clients provide, named ``<clientId>__<name>`` (ToolDefinition dicts).
+    client_tools: Sequence[Mapping[str, JSON]] = ()
+    #: Where the agent reports what happens outside host-started turns; lives as long as
+    #: the agent. None only for callers that predate it (tests driving a backend alone).
+    report: SessionReporter | None = None
+    #: Turn id -> the backend's own reference for it (``TurnReporter.reference``),
+    #: as the host keeps them, so a fork or a truncation can name the backend's entry.
+    references: Mapping[str, str] = field(default_factory=dict)
 
 
 class BackendNotifier(Protocol):

@@ -1,4 +1,4 @@
-"""The values the backend contract passes around: abilities, starts, turns, answers, rows.
+"""The values the backend contract passes around: abilities, turns, answers, rows.
 
 Part of ``ahpcore.sessions.contract``, which re-exports every name here; import
 them from there.
@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.contract import SessionReporter
+from typing import Any, Literal, TypeAlias, TypeVar
 
 JSON = Any
 T = TypeVar("T")
@@ -144,34 +141,6 @@ class Cost:
 
     amount: float
     currency: str = "USD"
-
-
-@dataclass(frozen=True)
-class ChatStart:
-    """Everything a backend needs to start (or reopen) the agent behind one chat."""
-
-    session_id: str
-    chat_uri: str
-    #: The backend's own name for this conversation; the core keeps it.
-    backend_id: str
-    working_directories: tuple[str, ...]
-    config: Mapping[str, JSON]
-    #: True when the conversation already exists (reopened, resumed after a restart).
-    resume: bool = False
-    #: Fork: continue from this (backend id, turn id) under ``backend_id``.
-    fork_from: tuple[str, str] | None = None
-    #: Side chat: what the named turn said, handed to the first prompt only.
-    side_of: tuple[str, str] | None = None
-    #: Credentials a client pushed with ``authenticate`` for this session's start.
-    tokens: Mapping[str, str] = field(default_factory=dict)
-    #: Tools active clients provide, named ``<clientId>__<name>`` (ToolDefinition dicts).
-    client_tools: Sequence[Mapping[str, JSON]] = ()
-    #: Where the agent reports what happens outside host-started turns; lives as long as
-    #: the agent. None only for callers that predate it (tests driving a backend alone).
-    report: SessionReporter | None = None
-    #: Turn id -> the backend's own reference for it (``TurnReporter.reference``),
-    #: as the host keeps them, so a fork or a truncation can name the backend's entry.
-    references: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
