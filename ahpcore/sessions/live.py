@@ -1,19 +1,18 @@
 """Sessions and chats while the host holds them: their channels, their runners and the
-questions running turns wait on, plus ``Hub``, the narrow view of the host those pieces get."""
+questions running turns wait on, plus ``Hub``, the narrow view of the host those pieces get,
+and ``Runner``, what they use of a chat's runner."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 
 from ahpcore.engine.channels import Channel
-from ahpcore.sessions.contract import Backend, ChatStart, SessionReporter
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.runner import ChatRunner
+from ahpcore.sessions.contract import Agent, Backend, ChatStart, SessionReporter, TurnReporter
 
 
 class Hub(Protocol):
@@ -40,6 +39,62 @@ class Hub(Protocol):
     def child_chat(self, parent: LiveChat, call_id: str, title: str) -> LiveChat:
         """A chat a subagent runs in, made and announced under its parent's session."""
         ...
+
+
+class Runner(Protocol):
+    """What the host's pieces use of a chat's runner (``ChatRunner`` is the one there is).
+
+    Declared here, beside ``Hub``, so a chat can hold its runner while the runner
+    module, which builds on this one, stays above it.
+    """
+
+    @property
+    def chat(self) -> LiveChat: ...
+
+    @property
+    def hub(self) -> Hub: ...
+
+    @property
+    def agent(self) -> Agent | None:
+        """The chat's live agent, once started."""
+        ...
+
+    @property
+    def turn_id(self) -> str | None:
+        """The turn running now."""
+        ...
+
+    @property
+    def running(self) -> bool:
+        """A turn is running or waiting for the one before it to wind down."""
+        ...
+
+    @property
+    def background_children(self) -> dict[str, tuple[Runner, float]]:
+        """Child chats of subagents running in the background: (their runner, when begun)."""
+        ...
+
+    async def start_agent(self, tokens: dict[str, str] | None = None) -> Agent: ...
+
+    def start_soon(self, function: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+
+    def submit(self, turn_id: str, message: dict[str, Any], *, resume: bool = False) -> None: ...
+
+    def cancel(self, turn_id: str) -> int | None: ...
+
+    def take_next(self) -> None: ...
+
+    async def steer(self, message: Mapping[str, Any]) -> bool: ...
+
+    def agent_turn(
+        self, message: Mapping[str, Any], origin: str
+    ) -> AbstractAsyncContextManager[TurnReporter]: ...
+
+    def end_asks(self, turn_id: str | None = None) -> None: ...
+
+    def serve_edits(self, call_id: str, edits: Any) -> list[dict[str, Any]]: ...
+
+    async def stop(self, *, for_good: bool = False) -> None: ...
 
 
 @dataclass(eq=False)
@@ -76,7 +131,7 @@ class LiveChat:
     backend_id: str
     channel: Channel
     #: Owns the chat's agent and turns; set by the registry as the chat is made.
-    runner: ChatRunner = field(init=False)
+    runner: Runner = field(init=False)
     #: Turns older than the snapshot window, oldest first.
     older_turns: list[dict[str, Any]] = field(default_factory=list)
     #: Did a backend already hold this conversation (reopened rather than new)?

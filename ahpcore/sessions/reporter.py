@@ -12,15 +12,13 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ahpcore.sessions import state as states
 from ahpcore.sessions.asker import ChatAsker
 from ahpcore.sessions.contract import Cost, PendingEdit, TurnOrigin, TurnReporter
+from ahpcore.sessions.live import Runner
 from ahpcore.sessions.turns import TurnRecorder, usage_info
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.runner import ChatRunner
 
 EDIT_SCHEME = "ahp-edit"
 
@@ -67,10 +65,10 @@ def subagent_chat_uri(parent_uri: str, call_id: str) -> str:
 class ChildChats:
     """The subagents of one live turn, each one turn of a child chat."""
 
-    def __init__(self, runner: ChatRunner, turn_id: str) -> None:
+    def __init__(self, runner: Runner, turn_id: str) -> None:
         self.runner = runner
         self.turn_id = turn_id
-        self._open: dict[str, tuple[ChatRunner, float]] = {}
+        self._open: dict[str, tuple[Runner, float]] = {}
 
     def open(
         self, turn_id: str, call_id: str, name: str, description: str
@@ -112,9 +110,7 @@ class ChildChats:
             end_child(self.runner, call_id, *opened, state)
 
 
-def end_child(
-    runner: ChatRunner, call_id: str, child: ChatRunner, started: float, state: str
-) -> None:
+def end_child(runner: Runner, call_id: str, child: Runner, started: float, state: str) -> None:
     """End the one turn of a subagent's child chat (its id is the call's), if still running."""
     child.end_asks(call_id)
     chat = child.chat
@@ -137,7 +133,7 @@ def end_child(
 class AgentReporter:
     """The ``SessionReporter`` of one chat's agent."""
 
-    def __init__(self, runner: ChatRunner) -> None:
+    def __init__(self, runner: Runner) -> None:
         self.runner = runner
 
     @property

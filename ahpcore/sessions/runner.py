@@ -22,7 +22,7 @@ import anyio
 from ahpcore.sessions import state as states
 from ahpcore.sessions.asker import ChatAsker
 from ahpcore.sessions.contract import Agent, PendingEdit, TurnEnded, TurnInput
-from ahpcore.sessions.live import Hub, LiveChat
+from ahpcore.sessions.live import Hub, LiveChat, Runner
 from ahpcore.sessions.reporter import AgentReporter, ChildChats, EditServer, end_child
 from ahpcore.sessions.turns import TurnRecorder
 
@@ -60,7 +60,7 @@ class ChatRunner:
         #: Being torn down: no turn starts any more.
         self.closing = False
         #: Child chats of subagents that run in the background: (their runner, when begun).
-        self.background_children: dict[str, tuple[ChatRunner, float]] = {}
+        self.background_children: dict[str, tuple[Runner, float]] = {}
         #: Work the agent runs of its own (``SessionReporter.start_soon``).
         self._background: set[anyio.CancelScope] = set()
 
