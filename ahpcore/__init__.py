@@ -6,12 +6,14 @@ first use so that ``ahpcore.protocol`` stays importable with pydantic alone.
 
 from typing import Any
 
-__version__ = "0.1.0"
+from ahpcore.version import __version__
+
+__all__ = ["__version__", "hookimpl", "hookspec"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("hookimpl", "hookspec"):
-        from ahpcore import hookspecs
+        from ahpcore import markers
 
-        return getattr(hookspecs, name)
+        return getattr(markers, name)
     raise AttributeError(f"module 'ahpcore' has no attribute {name!r}")

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 import anyio.abc
 
-from ahpcore import __version__
 from ahpcore.addresses import connect_urls, ws_url
 from ahpcore.defaults import (
     DEFAULT_HOST,
@@ -37,6 +36,7 @@ from ahpcore.rpc.budget import (
     DEFAULT_HOST_QUEUE_BYTES,
 )
 from ahpcore.tokens import MIN_TOKEN_DISTINCT, MIN_TOKEN_LENGTH, StoredToken, TokenError, is_weak
+from ahpcore.version import __version__
 
 if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
     import typer

@@ -33,7 +33,6 @@ import anyio
 
 import ahpcore
 from ahpcore import reducers
-from ahpcore.engine.resources import PORT_METHODS as RESOURCE_METHODS
 from ahpcore.engine.router import PLUGINS_OF_PORT, PORT_OF_COMMAND, missing_port_message
 from ahpcore.host import Host, HostSettings
 from ahpcore.notes import NOTES
@@ -44,6 +43,7 @@ from ahpcore.protocol.methods import (
     SERVER_COMMANDS,
     SERVER_NOTIFICATIONS,
 )
+from ahpcore.services.resources import PORT_METHODS as RESOURCE_METHODS
 
 #: The port whose plugin creates channels of each kind (root always exists).
 PORT_OF_CHANNEL_KIND: dict[str, str | None] = {

@@ -1,10 +1,20 @@
-"""The hooks a plugin implements: one per port, all prefixed ``ahp_``.
+"""The hooks a plugin implements, all prefixed ``ahp_``.
 
 A plugin is a module or object with functions decorated by
 ``ahpcore.hookimpl``. Implementations stay synchronous and may return a value
-or an awaitable; the host resolves both. Every hook receives ``host`` (the
-``ahpcore.host.Host`` being built) and is called once, when the host starts,
-unless its docstring says otherwise.
+or an awaitable; the host resolves both. Two kinds:
+
+* startup hooks (a port, backends, root config keys, extra methods): they
+  receive ``host``, the plugin's view of the host (``ahpcore.api.PluginHost``),
+  and are called once, when the host starts;
+* lifecycle hooks (``ahp_session_creating`` and the rest, see
+  ``ahpcore.lifecycle``): called at each moment of a session's life, one
+  implementation after another, each awaited before the next begins.
+
+Hooks are called through pluggy, so ``@hookimpl(tryfirst=True)`` and
+``trylast=True`` order them, and ``AHP_TRACE_PLUGINS=1`` logs every call.
+Otherwise they run in the order plugins load: the core's own first, then
+plugins handed over explicitly, then installed ones by name.
 """
 
 from __future__ import annotations
@@ -13,32 +23,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from ahpcore.markers import PROJECT, hookimpl, hookspec
 
 if TYPE_CHECKING:
     import typer
 
-    from ahpcore.host import Host
-    from ahpcore.operate.checks import Check
+    from ahpcore.api import PluginHost
+    from ahpcore.findings import Check
+    from ahpcore.lifecycle import SessionCreation, TurnStart
     from ahpcore.ports import (
-        AutomationStore,
         Backend,
         ChangesPort,
         ResourcesPort,
         RpcHandler,
         SessionStore,
         TerminalsPort,
-        UsersDirectory,
         WorktreesPort,
     )
 
-PROJECT = "ahp"
-hookspec = pluggy.HookspecMarker(PROJECT)
-hookimpl = pluggy.HookimplMarker(PROJECT)
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
 
 
 @hookspec
-def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
+def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
     """Offer agent backends.
 
     Receives ``register``; call it once per backend (an object implementing
@@ -48,7 +55,7 @@ def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
 
 
 @hookspec(firstresult=True)
-def ahp_terminals(host: Host) -> TerminalsPort | None:
+def ahp_terminals(host: PluginHost) -> TerminalsPort | None:
     """Return the terminals port (``createTerminal``/``disposeTerminal``, the pty side).
 
     First non-None answer wins. Without one, terminal commands are refused
@@ -57,7 +64,7 @@ def ahp_terminals(host: Host) -> TerminalsPort | None:
 
 
 @hookspec(firstresult=True)
-def ahp_resources(host: Host) -> ResourcesPort | None:
+def ahp_resources(host: PluginHost) -> ResourcesPort | None:
     """Return the resources port (``resource*`` commands and resource watches).
 
     First non-None answer wins. Without one, those commands on the host's own
@@ -67,7 +74,7 @@ def ahp_resources(host: Host) -> ResourcesPort | None:
 
 
 @hookspec(firstresult=True)
-def ahp_changes(host: Host) -> ChangesPort | None:
+def ahp_changes(host: PluginHost) -> ChangesPort | None:
     """Return the changes port: changesets and ``invokeChangesetOperation``.
 
     First non-None answer wins. Fires when the host starts.
@@ -75,32 +82,15 @@ def ahp_changes(host: Host) -> ChangesPort | None:
 
 
 @hookspec(firstresult=True)
-def ahp_worktrees(host: Host) -> WorktreesPort | None:
+def ahp_worktrees(host: PluginHost) -> WorktreesPort | None:
     """Return the worktrees port: isolated trees for sessions asking for one.
 
     First non-None answer wins. Fires when the host starts.
     """
 
 
-@hookspec(firstresult=True)
-def ahp_automations(host: Host) -> AutomationStore | None:
-    """Return the automation store behind ``ahp-automations://``.
-
-    First non-None answer wins; without one, automations are not advertised.
-    Fires when the host starts.
-    """
-
-
-@hookspec(firstresult=True)
-def ahp_users(host: Host) -> UsersDirectory | None:
-    """Return the users directory (who a connection is, tokens it may spend).
-
-    First non-None answer wins. Fires when the host starts.
-    """
-
-
 @hookspec
-def ahp_rpc_methods(host: Host, register: Callable[[str, RpcHandler], None]) -> None:
+def ahp_rpc_methods(host: PluginHost, register: Callable[[str, RpcHandler], None]) -> None:
     """Add JSON-RPC methods outside the protocol (the VS Code window's own requests).
 
     Receives ``register(method, handler)``; ``handler(connection, params)``
@@ -112,7 +102,7 @@ def ahp_rpc_methods(host: Host, register: Callable[[str, RpcHandler], None]) -> 
 
 
 @hookspec
-def ahp_root_config(host: Host) -> dict[str, Any] | None:
+def ahp_root_config(host: PluginHost) -> dict[str, Any] | None:
     """Return root config schema properties this plugin contributes.
 
     A mapping of key -> JSON Schema property (``ConfigPropertySchema``).
@@ -129,7 +119,7 @@ def ahp_root_config(host: Host) -> dict[str, Any] | None:
 
 
 @hookspec(firstresult=True)
-def ahp_session_store(host: Host) -> SessionStore | None:
+def ahp_session_store(host: PluginHost) -> SessionStore | None:
     """Return the session store: what the host keeps on top of a backend.
 
     First non-None answer wins; the core's own plugin answers last with the
@@ -138,7 +128,7 @@ def ahp_session_store(host: Host) -> SessionStore | None:
 
 
 @hookspec
-def ahp_session_rows(host: Host, rows: list[dict[str, Any]]) -> None:
+def ahp_session_rows(host: PluginHost, rows: list[dict[str, Any]]) -> None:
     """Add to the rows of a ``listSessions`` page before it is answered.
 
     Called on every page, on the event loop, with the page's ``SessionSummary``
@@ -147,8 +137,8 @@ def ahp_session_rows(host: Host, rows: list[dict[str, Any]]) -> None:
     values it holds (those may be shared with a session's state). Returns
     nothing. It must not wait: a page may hold ten thousand rows, so give a row
     what is already known and leave what takes time (files, subprocesses) to
-    ``host.spawn``, sending it later as ``root/sessionSummaryChanged`` (whose
-    ``changes._meta`` replaces the row's whole ``_meta``). An exception is
+    ``host.spawn``, telling it later with ``host.change_row_meta(row, key,
+    value)``, which keeps the rest of the row's ``_meta``. An exception is
     logged and the page goes out without that plugin's additions.
     """
 
@@ -180,4 +170,65 @@ def ahp_cli_commands(app: typer.Typer) -> None:
     ``AHP_NO_PLUGINS``; the command's own ``--plugins`` is not parsed yet):
     import what a command needs inside it, not here. An exception is logged
     and leaves that plugin's commands out.
+    """
+
+
+# -- lifecycle ---------------------------------------------------------------------------
+@hookspec
+def ahp_session_creating(creation: SessionCreation) -> None:
+    """A session is about to be created: its request passed the host's checks.
+
+    May replace ``creation.params["workingDirectories"]`` (a tree of its own for
+    the session) and report steps with ``creation.progress(message)``. Whatever
+    it makes, it registers a way to take back with ``creation.undo(async_fn)``,
+    run if the session is refused later. Raising ``ProtocolError`` refuses the
+    session with that error; the undos registered so far run.
+    """
+
+
+@hookspec
+def ahp_session_created(session: str) -> None:
+    """A session was created, saved and announced (``root/sessionAdded``).
+
+    Receives its URI. Failures are logged; they cannot undo the session.
+    """
+
+
+@hookspec
+def ahp_channel_subscribing(channel: str) -> None:
+    """A client is about to subscribe to ``channel`` (as it sent it): bring what
+    you keep of it up to date first. Failures are logged and the subscription goes on.
+    """
+
+
+@hookspec
+def ahp_turn_starting(start: TurnStart) -> bool | None:
+    """A turn is about to go to its chat's agent.
+
+    Return True (or an awaitable of it) when this implementation ran the turn
+    itself, reporting through ``start.report``: the agent never sees it, and no
+    later implementation is asked. Raising fails the turn with that message.
+    """
+
+
+@hookspec
+def ahp_resource_written(uri: str) -> None:
+    """A client wrote ``uri`` through ``resourceWrite`` (answered already).
+    Failures are logged."""
+
+
+@hookspec
+def ahp_session_disposing(session: str) -> None:
+    """``disposeSession``: the session's chats have stopped; its backend has not
+    deleted it yet. Release what belongs to it (terminals it claimed).
+    Failures are logged and the disposal goes on.
+    """
+
+
+@hookspec
+def ahp_session_disposed(session: str, folder: str | None) -> None:
+    """The session is gone from the host, its store and the listing.
+
+    ``folder`` is the local path of its first working directory (None when it
+    had none). Failures are logged.
     """

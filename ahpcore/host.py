@@ -1,8 +1,12 @@
-"""The host: one plugin manager, one engine, one router, any number of connections.
+"""The host: the composition root.
 
-``Host.start()`` asks every plugin for what it offers (backends, ports, root
-config keys, extra methods) and builds the engine from the answers; each
-transport then hands its connections to ``serve_connection``.
+``Host.start()`` loads the plugins, asks them for what they offer (root config
+keys, ports, a session store, backends, extra methods), then builds every part
+of the core and hands each the few collaborators it needs: the engine, the
+router, ``Tasks``, the lifecycle, a port. Nothing below this module imports it.
+The services (``ahpcore.services``) join the plugins as internal plugins, so
+the lifecycle moments (``ahpcore.lifecycle``) reach both, in the order pluggy
+gives. Each transport then hands its connections to ``serve_connection``.
 """
 
 from __future__ import annotations
@@ -11,60 +15,44 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 
-from ahpcore import __version__
-from ahpcore.builtins.core import DEFAULT_CLIENT_QUEUE_BYTES, DEFAULT_REPLAY_BYTES
-from ahpcore.defaults import (
-    DEFAULT_HOST,
-    DEFAULT_MAX_FRAME_BYTES,
-    DEFAULT_PORT,
-    default_state_dir,
-)
+from ahpcore.api import PluginHost
+from ahpcore.awaitables import resolve
+from ahpcore.defaults import DEFAULT_CLIENT_QUEUE_BYTES, DEFAULT_REPLAY_BYTES, default_state_dir
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
-from ahpcore.engine.resources import ResourceService
-from ahpcore.engine.router import Router, resolve
+from ahpcore.engine.router import Router
 from ahpcore.engine.service import ProtocolService, root_config_value
+from ahpcore.lifecycle import HookLifecycle
 from ahpcore.notes import note
 from ahpcore.plugins import PluginError, PluginManager
 from ahpcore.ports import Backend, RpcHandler
 from ahpcore.protocol.methods import COMMANDS
-from ahpcore.rpc.budget import DEFAULT_BYTES_PER_SECOND, DEFAULT_FRAMES_PER_SECOND, InboundBudget
+from ahpcore.rpc.budget import InboundBudget
 from ahpcore.rpc.framing import Message
 from ahpcore.rpc.peer import Peer
-from ahpcore.terminals import install as install_terminals
-from ahpcore.transports.base import Wire
+from ahpcore.rpc.wire import Wire
+from ahpcore.services.changesets import ChangesetService
+from ahpcore.services.resources import ResourceService
+from ahpcore.services.terminals.commands import COMMAND_PREFIX
+from ahpcore.services.terminals.service import TerminalService
+from ahpcore.services.worktrees import SessionTrees
+from ahpcore.sessions.catalogue import decorate_rows
+from ahpcore.sessions.manager import SessionManager
+from ahpcore.settings import HostSettings
+from ahpcore.tasks import Supervisor
+from ahpcore.version import __version__
+
+__all__ = ["Host", "HostSettings"]
 
 log = logging.getLogger(__name__)
 
-
-def _describe(function: Callable[..., Any]) -> str:
-    return getattr(function, "__qualname__", None) or repr(function)
-
-
-async def _supervised(
-    function: Callable[..., Coroutine[Any, Any, Any]], args: tuple[Any, ...], name: str | None
-) -> None:
-    # Cancellation passes through; any other failure ends here, logged.
-    try:
-        await function(*args)
-    except Exception:
-        what = name or _describe(function)
-        log.exception("background work %s failed (args: %s)", what, _brief(args))
-
-
-def _brief(args: tuple[Any, ...]) -> str:
-    described = []
-    for arg in args:
-        uri = getattr(arg, "uri", None)
-        described.append(str(uri) if isinstance(uri, str) else type(arg).__name__)
-    return ", ".join(described) or "none"
+#: Names the core's services are registered under among the plugins (not listed as plugins).
+SERVICE_PREFIX = "ahpcore."
 
 
 #: The state folder holds titles, folders and conversations: the user's alone.
@@ -92,45 +80,29 @@ def _home_uri() -> str | None:
         return None
 
 
-@dataclass
-class HostSettings:
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    #: Which session store the core plugin opens: "file" or "memory".
-    sessions: str = "file"
-    state_dir: Path = field(default_factory=default_state_dir)
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    compression: bool = True
-    #: How long a dropped client stays a session's active client, waiting to reconnect.
-    reconnect_grace: float = 30.0
-    #: Where session worktrees go (``<root>/<repo>/<name>``); None: beside each repository.
-    worktrees_root: Path | None = None
-    #: What one connection may send per second before its frames are refused
-    #: (see ahpcore.rpc.budget); None lifts the budget.
-    inbound_frames_per_second: float | None = DEFAULT_FRAMES_PER_SECOND
-    inbound_bytes_per_second: float = DEFAULT_BYTES_PER_SECOND
-
-
 class Host:
     def __init__(self, plugins: PluginManager, settings: HostSettings | None = None) -> None:
         self.plugins = plugins
         self.settings = settings or HostSettings()
         self.backends: dict[str, Backend] = {}
         self._backend_owner: dict[str, str] = {}
+        #: The ports plugins answered, as they answered them.
         self.ports: dict[str, Any] = {}
         self.router = Router()
+        self.tasks = Supervisor()
+        self.lifecycle = HookLifecycle(plugins)
         self.engine: Engine | None = None
         self.session_store: Any = None
-        #: The session manager, when at least one backend is registered.
-        self.sessions: Any = None
-        #: resource* routing and resource watches (``ahpcore.engine.resources``).
+        #: What plugins see of the host (``ahpcore.api``), once started.
+        self.view: PluginHost | None = None
+        # The parts built at start; each is None when nothing asks for it.
+        self.protocol: ProtocolService | None = None
+        self.sessions: SessionManager | None = None
         self.resources: ResourceService | None = None
-        #: Consulted before a turn goes to its backend: ``await f(chat, turn, report)``
-        #: returns True when it ran the turn itself (``!command``); raising fails the turn.
-        self.turn_interceptors: list[Callable[..., Awaitable[bool]]] = []
+        self.changesets: ChangesetService | None = None
+        self.terminals: TerminalService | None = None
+        self.worktrees: SessionTrees | None = None
         self._started = False
-        self._tasks: anyio.abc.TaskGroup | None = None
-        self._stopping = False
 
     # -- startup -------------------------------------------------------------------
     async def start(self) -> Host:
@@ -138,65 +110,90 @@ class Host:
             return self
         self.plugins.load()
         _make_state_dir(self.settings.state_dir)
-        hook = self.plugins.hook
-        config_schema = await self._collect_root_config()
-        self.engine = Engine(
-            self._initial_root_state(config_schema),
-            replay_bytes=lambda: root_config_value(
-                self.engine_or_fail, "replayBytes", DEFAULT_REPLAY_BYTES
-            ),
+        router, hook = self.router, self.plugins.hook
+        self.view = view = PluginHost(
+            engine=lambda: self.engine_or_fail,
+            settings=self.settings,
+            tasks=self.tasks,
+            ports=self.ports,
+            plugin_names=self.plugins.names,
+            method_names=lambda: list(router.routes),
         )
-        self.protocol = ProtocolService(self.engine, self.router)
+        config_schema = await self._collect_root_config(view)
+        engine = self.engine = Engine(
+            self._initial_root_state(config_schema),
+            replay_bytes=lambda: root_config_value(engine, "replayBytes", DEFAULT_REPLAY_BYTES),
+        )
+        self.protocol = ProtocolService(engine, router, self.lifecycle.channel_subscribing)
         home = _home_uri()
         if home is not None:
             # The folder a client starts a new session in when the person names none.
             self.protocol.initialize_fields["defaultDirectory"] = home
-        self.router.add("listSessions", self._list_no_sessions)
-        for port in ("terminals", "resources", "changes", "worktrees", "automations", "users"):
-            value = await resolve(getattr(hook, f"ahp_{port}")(host=self))
+        for port in ("terminals", "resources", "changes", "worktrees"):
+            value = await resolve(getattr(hook, f"ahp_{port}")(host=view))
             if value is not None:
                 self.ports[port] = value
-        self.resources = ResourceService(self)
-        self.session_store = await resolve(hook.ahp_session_store(host=self))
-        for impl in hook.ahp_backends.get_hookimpls():
-            register_backend = self._backend_registrar(impl.plugin_name)
-            await resolve(impl.function(host=self, register=register_backend))
-        for impl in hook.ahp_rpc_methods.get_hookimpls():
-            register_method = self._method_registrar(impl.plugin_name)
-            await resolve(impl.function(host=self, register=register_method))
-        if self.backends:
-            from ahpcore.sessions.manager import SessionManager
-
-            # It publishes root/agentsChanged, with each backend's capabilities.
-            self.sessions = SessionManager(self)
-        install_terminals(self)
-        from ahpcore.engine import changes, worktrees
-
-        changes.install(self)
-        worktrees.install(self)
+        self.session_store = await resolve(hook.ahp_session_store(host=view))
+        for impl in self.plugins.implementations("ahp_backends"):
+            await resolve(impl(host=view, register=self._backend_registrar(impl.plugin)))
+        for impl in self.plugins.implementations("ahp_rpc_methods"):
+            await resolve(impl(host=view, register=self._method_registrar(impl.plugin)))
+        self._compose(engine, view)
         self._started = True
         return self
 
-    async def intercept_turn(self, chat: Any, turn: Any, report: Any) -> bool:
-        """Offer a turn to ``turn_interceptors``; True when one of them ran it."""
-        for intercept in self.turn_interceptors:
-            if await intercept(chat, turn, report):
-                return True
-        return False
+    def _compose(self, engine: Engine, view: PluginHost) -> None:
+        """Build the core's parts over what the plugins answered, and wire them."""
+        router, tasks, lifecycle = self.router, self.tasks, self.lifecycle
+        self.resources = resources = ResourceService(
+            engine, router, self.ports.get("resources"), lifecycle
+        )
+        if self.backends:
+            # It publishes root/agentsChanged, with each backend's capabilities.
+            self.sessions = SessionManager(
+                engine=engine,
+                router=router,
+                tasks=tasks,
+                lifecycle=lifecycle,
+                backends=self.backends,
+                store=self.session_store,
+                decorate_rows=self._decorate_rows,
+                reconnect_grace=self.settings.reconnect_grace,
+            )
+            resources.add_reader(self.sessions.read_edit)
+        else:
+            router.add("listSessions", self._list_no_sessions)
+        terminals = self.ports.get("terminals")
+        if terminals is not None:
+            registry = self.sessions.registry if self.sessions is not None else None
+            self.terminals = TerminalService(engine, router, tasks, terminals, registry)
+            self._add_service("terminals", self.terminals)
+            assert self.protocol is not None
+            self.protocol.initialize_fields["terminalCommandPrefix"] = COMMAND_PREFIX
+        changes = self.ports.get("changes")
+        if changes is not None:
+            self.changesets = ChangesetService(engine, router, tasks, changes, resources)
+            self._add_service("changesets", self.changesets)
+        worktrees = self.ports.get("worktrees")
+        if worktrees is not None and self.sessions is not None:
+            self.worktrees = SessionTrees(worktrees)
+            self._add_service("worktrees", self.worktrees)
+
+    def _add_service(self, name: str, service: object) -> None:
+        """Subscribe a service to the lifecycle moments its ``@hookimpl`` methods name."""
+        self.plugins.register_service(SERVICE_PREFIX + name, service)
+
+    async def _decorate_rows(self, rows: list[dict[str, Any]]) -> None:
+        await decorate_rows(self.plugins.implementations("ahp_session_rows"), self.view, rows)
 
     async def __aenter__(self) -> Host:
         await self.start()
-        self._tasks = anyio.create_task_group()
-        await self._tasks.__aenter__()
+        await self.tasks.start()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        tasks, self._tasks = self._tasks, None
-        self._stopping = True
         try:
-            if tasks is not None:
-                tasks.cancel_scope.cancel()
-                await tasks.__aexit__(None, None, None)
+            await self.tasks.stop()
         finally:
             with anyio.CancelScope(shield=True):
                 await self.aclose()
@@ -210,12 +207,7 @@ class Host:
         was for and goes no further, so one session's fault never stops the host.
         Work spawned while the host shuts down is dropped.
         """
-        if self._tasks is None:
-            if self._stopping:
-                log.debug("host stopping: %s not started", name or _describe(function))
-                return
-            raise RuntimeError("the host is not running: use 'async with host'")
-        self._tasks.start_soon(_supervised, function, args, name, name=name)
+        self.tasks.spawn(function, *args, name=name)
 
     @property
     def engine_or_fail(self) -> Engine:
@@ -223,19 +215,18 @@ class Host:
             raise RuntimeError("the host has not been started")
         return self.engine
 
-    async def _collect_root_config(self) -> dict[str, Any]:
+    async def _collect_root_config(self, view: PluginHost) -> dict[str, Any]:
         properties: dict[str, Any] = {}
         owners: dict[str, str] = {}
-        hook = self.plugins.hook.ahp_root_config
-        for impl in hook.get_hookimpls():  # registration order
-            answer = await resolve(impl.function(host=self))
+        for impl in self.plugins.implementations("ahp_root_config"):
+            answer = await resolve(impl(host=view))
             for key, schema in (answer or {}).items():
                 if key in owners:
                     raise PluginError(
                         f"root config key {key!r} is declared by both {owners[key]!r} "
-                        f"and {impl.plugin_name!r}"
+                        f"and {impl.plugin!r}"
                     )
-                owners[key] = impl.plugin_name
+                owners[key] = impl.plugin
                 properties[key] = schema
         return {"type": "object", "properties": properties}
 
@@ -274,7 +265,7 @@ class Host:
                     f"{method!r} is a protocol method; plugin {owner!r} cannot replace it"
                 )
             try:
-                self.router.add(method, lambda client, params: handler(client, params), owner=owner)
+                self.router.add(method, handler, owner=owner)
             except ValueError as exc:
                 raise PluginError(str(exc)) from None
 

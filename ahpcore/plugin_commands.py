@@ -45,8 +45,8 @@ def add_plugin_commands(app: typer.Typer) -> None:
             manager.load()
     except PluginError:
         return  # the command that loads plugins says what is wrong, in its own words
-    for impl in manager.hook.ahp_cli_commands.get_hookimpls():
+    for impl in manager.implementations("ahp_cli_commands"):
         try:
-            impl.function(app=app)
+            impl(app=app)
         except Exception as exc:  # one plugin's mistake costs its commands, not the CLI
-            log.warning("plugin %s added no commands: %r", impl.plugin_name, exc)
+            log.warning("plugin %s added no commands: %r", impl.plugin, exc)

@@ -23,13 +23,50 @@ from typing import Any
 import pluggy
 
 from ahpcore import hookspecs
-from ahpcore.builtins import ESSENTIAL_PLUGINS
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "ahp"
+#: Plugins that ship inside ahpcore and load on every host: plugin name -> module.
+ESSENTIAL_PLUGINS: dict[str, str] = {"core": "ahpcore.builtins.core"}
 ENV_ALLOW = "AHP_PLUGINS"
 ENV_BLOCK = "AHP_DISABLE_PLUGINS"
+#: Set to 1 to log every hook call: which plugins ran, with what, and what they answered.
+ENV_TRACE = "AHP_TRACE_PLUGINS"
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One plugin's implementation of a hook, callable on its own through pluggy."""
+
+    plugin: str
+    caller: Any
+    firstresult: bool
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """The plugin's answer (None when it answered nothing)."""
+        answer = self.caller(**kwargs)
+        if self.firstresult:
+            return answer
+        return answer[0] if answer else None
+
+
+def trace(pm: pluggy.PluginManager) -> None:
+    """Log each hook call pluggy makes (its own tracing), at INFO on ``ahpcore.plugins.trace``."""
+    tracer = logging.getLogger(f"{__name__}.trace")
+    pm.trace.root.setwriter(lambda text: tracer.info("%s", text.rstrip()))
+    pm.enable_tracing()
+
+
+@dataclass
+class _Found:
+    """A plugin found for loading, before it is registered."""
+
+    name: str
+    plugin: object
+    distribution: str | None
+    version: str | None = None
+    essential: bool = False
 
 
 class PluginError(Exception):
@@ -132,10 +169,44 @@ class PluginManager:
         self._info: dict[str, PluginInfo] = {}
         self.failures: list[PluginFailure] = []
         self._loaded = False
+        #: Hook name -> its implementations, each callable alone (see ``implementations``);
+        #: emptied whenever a plugin comes or goes.
+        self._callers: dict[str, list[Implementation]] = {}
+        if os.environ.get(ENV_TRACE, "").strip() not in ("", "0"):
+            trace(self._pm)
 
     @property
     def hook(self) -> Any:
         return self._pm.hook
+
+    def implementations(self, hook: str) -> list[Implementation]:
+        """The plugins implementing ``hook``, in the order pluggy calls them.
+
+        That is tryfirst implementations first and trylast ones last, and otherwise
+        the order ``load`` documents. Each is called through pluggy on its own, with
+        every hookwrapper around it and tracing on, so a caller can tell whose answer
+        it holds and keep one plugin's failure from costing another's.
+        """
+        found = self._callers.get(hook)
+        if found is None:
+            caller = getattr(self._pm.hook, hook)
+            impls = caller.get_hookimpls()
+            wrappers = {impl.plugin for impl in impls if impl.hookwrapper or impl.wrapper}
+            plain = [impl for impl in impls if not (impl.hookwrapper or impl.wrapper)]
+            everyone = {impl.plugin for impl in plain}
+            first = bool(caller.spec and caller.spec.opts.get("firstresult"))
+            found = [
+                Implementation(
+                    impl.plugin_name,
+                    self._pm.subset_hook_caller(
+                        hook, remove_plugins=everyone - {impl.plugin} - wrappers
+                    ),
+                    first,
+                )
+                for impl in reversed(plain)  # pluggy's own calling order
+            ]
+            self._callers[hook] = found
+        return found
 
     def load(self) -> PluginManager:
         """Register every plugin the selection admits. Idempotent."""
@@ -143,16 +214,36 @@ class PluginManager:
             return self
         self.selection.check_essentials(ESSENTIAL_PLUGINS)
         self._check_blocklist()
-        for name, module_name in ESSENTIAL_PLUGINS.items():
-            self._register(name, importlib.import_module(module_name), "ahpcore", essential=True)
+        found: list[_Found] = [
+            _Found(name, importlib.import_module(module), "ahpcore", essential=True)
+            for name, module in ESSENTIAL_PLUGINS.items()
+        ]
         if not self.selection.protocol_only:
             for item in self._explicit:
                 name, plugin = item if isinstance(item, tuple) else (_plugin_name(item), item)
                 if self.selection.admits(name):
-                    self._register(name, plugin, _distribution_of(plugin))
+                    found.append(_Found(name, plugin, _distribution_of(plugin)))
             if self._use_entry_points:
-                self._load_entry_points()
+                taken = {each.name for each in found}  # one handed over explicitly wins
+                found.extend(self._entry_point_plugins(skip=taken))
             self._check_allowlist()
+        names = [each.name for each in found]
+        for each in found:
+            if names.count(each.name) > 1:
+                raise PluginError(
+                    f"two plugins are named {each.name!r}; plugin names must be unique"
+                )
+        # pluggy calls the plugin registered last first: registering in reverse keeps the
+        # documented order (essentials, explicit plugins, entry points by name) as the
+        # order hooks run in, unless an implementation says tryfirst or trylast.
+        for each in reversed(found):
+            self._register(
+                each.name,
+                each.plugin,
+                each.distribution,
+                version=each.version,
+                essential=each.essential,
+            )
         self._check_pending()
         self._loaded = True
         return self
@@ -196,11 +287,12 @@ class PluginManager:
                 f"installed (installed: {', '.join(sorted(installed))})"
             )
 
-    def _load_entry_points(self) -> None:
+    def _entry_point_plugins(self, skip: set[str]) -> list[_Found]:
+        found = []
         for ep in sorted(
             importlib.metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name
         ):
-            if not self.selection.admits(ep.name) or ep.name in self._info:
+            if not self.selection.admits(ep.name) or ep.name in skip:
                 continue
             dist, version = _name_and_version(ep.dist) if ep.dist is not None else (None, None)
             try:
@@ -208,7 +300,8 @@ class PluginManager:
             except Exception as exc:  # a broken plugin must not stop the host
                 self._fail(ep.name, dist, f"failed to import {ep.value}: {exc!r}")
                 continue
-            self._register(ep.name, plugin, dist, version=version)
+            found.append(_Found(ep.name, plugin, dist, version))
+        return found
 
     def _register(
         self,
@@ -230,6 +323,7 @@ class PluginManager:
             return
         if version is None and distribution is not None:
             version = _version_of(distribution)
+        self._callers.clear()
         hooks = tuple(sorted(caller.name for caller in self._pm.get_hookcallers(plugin) or ()))
         self._info[name] = PluginInfo(name, distribution, version, hooks, essential)
 
@@ -253,11 +347,19 @@ class PluginManager:
         self._check_pending()
         return name
 
+    def register_service(self, name: str, service: object) -> None:
+        """Add one of the core's services: it takes part in the hooks its ``@hookimpl``
+        methods name, and is not listed among the plugins."""
+        self._pm.register(service, name=name)
+        self._callers.clear()
+        self._check_pending()
+
     def unregister(self, name: str) -> None:
         if self._info.get(name, None) is not None and self._info[name].essential:
             raise PluginError(f"cannot unregister essential plugin {name!r}")
         self._pm.unregister(name=name)
         self._info.pop(name, None)
+        self._callers.clear()
 
     def plugins(self) -> list[PluginInfo]:
         """What loaded, essentials first, then by name."""

@@ -15,7 +15,6 @@ from typing import Any, Protocol, runtime_checkable
 from ahpcore.sessions.contract import Backend
 
 __all__ = [
-    "AutomationStore",
     "Backend",
     "ChangeScope",
     "ChangesPort",
@@ -29,7 +28,6 @@ __all__ = [
     "TerminalProcess",
     "TerminalSpec",
     "TerminalsPort",
-    "UsersDirectory",
     "WorktreesPort",
 ]
 
@@ -119,8 +117,7 @@ class TerminalsPort(Protocol):
     """Pseudoterminals the host opens.
 
     The core owns the terminal channels, claims, the fence, scrollback and the
-    root list; a port only runs processes and reports what they did. The
-    core answers ``release_session`` itself (it knows the claims).
+    root list; a port only runs processes and reports what they did.
     """
 
     def unavailable(self) -> str | None:
@@ -310,20 +307,6 @@ class WorktreesPort(Protocol):
         holds, and its branch too when ``create`` made it. Best effort; a port without
         it gets ``remove(tree, force=True)``."""
         ...
-
-
-@runtime_checkable
-class AutomationStore(Protocol):
-    """Automations and their runs, behind ``ahp-automations://``."""
-
-    async def list(self) -> Sequence[Mapping[str, JSON]]: ...
-
-
-@runtime_checkable
-class UsersDirectory(Protocol):
-    """Who a token belongs to."""
-
-    async def verify(self, token: str) -> str | None: ...
 
 
 @runtime_checkable

@@ -1,8 +1,5 @@
-"""Plugins that ship inside ahpcore.
+"""Plugins that ship inside ahpcore (``ahpcore.plugins.ESSENTIAL_PLUGINS`` names them).
 
 Essential plugins load on every host, ``--no-plugins`` included, and cannot
 be disabled: without them the host cannot speak the protocol.
 """
-
-#: plugin name -> module
-ESSENTIAL_PLUGINS: dict[str, str] = {"core": "ahpcore.builtins.core"}

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ahpcore.defaults import (
+    DEFAULT_CLIENT_QUEUE_BYTES,
+    DEFAULT_REPLAY_BYTES,
+    MAX_BUFFER_BYTES,
+    MIN_BUFFER_BYTES,
+)
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ahpcore.host import Host
+    from ahpcore.api import PluginHost
     from ahpcore.ports import SessionStore
-
-MIB = 1024 * 1024
-#: Neither bound may be pushed below this: a smaller budget closes healthy clients.
-MIN_BUFFER_BYTES = MIB
-#: Nor above this: every client's queue and the replay buffer are the host's memory,
-#: and any client may set them.
-MAX_BUFFER_BYTES = 256 * MIB
-DEFAULT_CLIENT_QUEUE_BYTES = 16 * MIB
-DEFAULT_REPLAY_BYTES = 32 * MIB
 
 
 @hookimpl
-def ahp_root_config(host: Host) -> dict[str, Any]:
+def ahp_root_config(host: PluginHost) -> dict[str, Any]:
     return {
         "clientQueueBytes": {
             "type": "number",
@@ -49,7 +46,7 @@ def ahp_root_config(host: Host) -> dict[str, Any]:
 
 
 @hookimpl(trylast=True)
-def ahp_session_store(host: Host) -> SessionStore:
+def ahp_session_store(host: PluginHost) -> SessionStore:
     from ahpcore.store import open_store
 
     return open_store(host.settings.sessions, host.settings.state_dir)

@@ -8,11 +8,12 @@ released behind it.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
+from ahpcore.awaitables import resolve
 from ahpcore.engine.clients import Client
 from ahpcore.engine.params import checked, load_models, models_built
 from ahpcore.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
@@ -21,7 +22,7 @@ from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
 Handler = Callable[[Client, dict[str, Any]], Any]
 
 #: The port each protocol command needs when no plugin serves it, for the refusal.
-#: The resource* family is always routed (``ahpcore.engine.resources``): a client may
+#: The resource* family is always routed (``ahpcore.services.resources``): a client may
 #: publish resources with no port installed, and that module names the port itself.
 PORT_OF_COMMAND: dict[str, str] = {
     "createTerminal": "terminals",
@@ -52,7 +53,7 @@ PLUGINS_OF_PORT: dict[str, tuple[str, ...]] = {
 BEFORE_INITIALIZE = frozenset({"initialize", "ping", "reconnect"})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Route:
     handler: Handler
     #: Validate params against this protocol model first (None: the handler checks).
@@ -60,23 +61,31 @@ class Route:
     owner: str
 
 
-@dataclass
 class Router:
-    routes: dict[str, Route] = field(default_factory=dict)
-    notifications: dict[str, Handler] = field(default_factory=dict)
+    """One handler per method, added once and never replaced: what happens around a
+    command belongs to the lifecycle moments (``ahpcore.lifecycle``), not to wrappers."""
+
+    def __init__(self) -> None:
+        self._routes: dict[str, Route] = {}
+        self._notifications: dict[str, Handler] = {}
+        #: Read-only views of what is served.
+        self.routes: Mapping[str, Route] = MappingProxyType(self._routes)
+        self.notifications: Mapping[str, Handler] = MappingProxyType(self._notifications)
 
     def add(self, method: str, handler: Handler, *, owner: str = "ahpcore") -> None:
         """Serve ``method``. A protocol method takes its params model from the method table."""
-        existing = self.routes.get(method)
+        existing = self._routes.get(method)
         if existing is not None:
             raise ValueError(
                 f"method {method!r} is served by {existing.owner}; {owner} cannot serve it too"
             )
         command = COMMANDS.get(method)
-        self.routes[method] = Route(handler, command.params if command else None, owner)
+        self._routes[method] = Route(handler, command.params if command else None, owner)
 
     def add_notification(self, method: str, handler: Handler) -> None:
-        self.notifications[method] = handler
+        if method in self._notifications:
+            raise ValueError(f"notification {method!r} already has a handler")
+        self._notifications[method] = handler
 
     async def request(self, client: Client, method: str, params: Any) -> Any:
         route = self.routes.get(method)
@@ -95,10 +104,7 @@ class Router:
             params = await checked(method, route.params_model, params)
         elif params is None:
             params = {}
-        result = route.handler(client, params)
-        if inspect.isawaitable(result):
-            result = await result
-        return result
+        return await resolve(route.handler(client, params))
 
     async def notification(self, client: Client, method: str, params: Any) -> None:
         handler = self.notifications.get(method)
@@ -110,9 +116,7 @@ class Router:
                 params = await checked(method, model, params)
             elif not models_built():
                 await load_models(model)
-        result = handler(client, params)
-        if inspect.isawaitable(result):
-            await result
+        await resolve(handler(client, params))
 
 
 def missing_port_message(method: str, port: str) -> str:
@@ -123,10 +127,3 @@ def missing_port_message(method: str, port: str) -> str:
     else:
         remedy = "no published plugin provides it yet"
     return f"{method} needs the {port} port, and no plugin on this host provides it: {remedy}"
-
-
-async def resolve(value: Any) -> Any:
-    """A hook's answer: a value, or an awaitable of one."""
-    if inspect.isawaitable(value):
-        return await value
-    return value

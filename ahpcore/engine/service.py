@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ahpcore import __version__
-from ahpcore.builtins.core import MAX_BUFFER_BYTES
+from ahpcore.defaults import MAX_BUFFER_BYTES
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Dispatch, Engine, Refused
 from ahpcore.engine.router import Router
@@ -21,6 +21,7 @@ from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.protocol.versions import SERVED_WIRE, negotiate
 from ahpcore.rpc.peer import Reply
+from ahpcore.version import __version__
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,17 @@ def number_problem(key: str, value: Any, bounds: ConfigBounds) -> str | None:
 
 
 class ProtocolService:
-    def __init__(self, engine: Engine, router: Router) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        router: Router,
+        before_subscribe: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
         self.engine = engine
         self.router = router
+        #: Awaited with the channel a client subscribes to, before its snapshot is taken
+        #: (the host's ``channel_subscribing`` moment).
+        self.before_subscribe = before_subscribe
         #: Each root config number's declared range, checked on every root/configChanged.
         #: Taken now, before any client has seen the root state.
         self.config_bounds = take_config_bounds(engine.root.state)
@@ -158,6 +167,8 @@ class ProtocolService:
         return None
 
     async def subscribe(self, client: Client, params: dict[str, Any]) -> Reply:
+        if self.before_subscribe is not None:
+            await self.before_subscribe(params["channel"])
         snapshot = await self.engine.subscribe(client, params["channel"], hold=True)
         return self._releasing(
             client, [self.engine.canonical(params["channel"])], {"snapshot": snapshot}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import http.client
-import inspect
 import json
 import os
 import shutil
@@ -17,9 +16,10 @@ import stat
 import subprocess
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ahpcore.findings import Check
 
 if TYPE_CHECKING:
     from ahpcore.plugins import PluginManager
@@ -29,20 +29,6 @@ if TYPE_CHECKING:
 MIN_PYTHON = (3, 11)
 #: How long a probe (``git --version``, a ``/healthz`` request) may take.
 PROBE_SECONDS = 3.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """One finding: ``name`` says what was checked, ``said`` what was found, ``fix``
-    (for a failure) what to do about it."""
-
-    name: str
-    ok: bool
-    said: str
-    fix: str | None = None
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def python_check() -> Check:
@@ -304,15 +290,11 @@ def plugins_own_checks(manager: PluginManager, state_dir: Path) -> list[Check]:
     import anyio
 
     found: list[Check] = []
-    for impl in manager.hook.ahp_doctor_checks.get_hookimpls():
+    from ahpcore.awaitables import resolve
+
+    for impl in manager.implementations("ahp_doctor_checks"):
         try:
-            answer = impl.function(state_dir=state_dir)
-            if inspect.isawaitable(answer):
-
-                async def wait(awaitable: Any = answer) -> Any:
-                    return await awaitable
-
-                answer = anyio.run(wait)
+            answer = anyio.run(resolve, impl(state_dir=state_dir))
             for check in answer or ():
                 if not isinstance(check, Check):
                     raise TypeError(f"returned {type(check).__name__}, not ahpcore's Check")
@@ -320,10 +302,10 @@ def plugins_own_checks(manager: PluginManager, state_dir: Path) -> list[Check]:
         except Exception as exc:
             found.append(
                 Check(
-                    f"plugin {impl.plugin_name}",
+                    f"plugin {impl.plugin}",
                     False,
-                    f"plugin {impl.plugin_name}'s own checks failed: {exc!r}",
-                    f"report it to the plugin's authors; AHP_DISABLE_PLUGINS={impl.plugin_name} "
+                    f"plugin {impl.plugin}'s own checks failed: {exc!r}",
+                    f"report it to the plugin's authors; AHP_DISABLE_PLUGINS={impl.plugin} "
                     "leaves it out",
                 )
             )

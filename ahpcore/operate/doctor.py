@@ -28,8 +28,8 @@ from ahpcore.operate.options import FLAG, JsonOption
 def run_checks(
     state_dir: Path, host: str, port: int, plugins: str | None, no_plugins: bool
 ) -> list[Check]:
-    from ahpcore import __version__
     from ahpcore.plugins import PluginError, PluginManager, Selection
+    from ahpcore.version import __version__
 
     found = [Check("ahp", True, f"ahp {__version__}"), python_check()]
     manager: PluginManager | None = None

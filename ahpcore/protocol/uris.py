@@ -1,17 +1,22 @@
-"""Channel URIs: the root channel, sessions and their aliases, chats.
+"""Channel URIs (the root channel, sessions and their aliases, chats) and file URIs.
 
 A session URI is ``<provider>:/<uuid>``; ``ahp-session:/<uuid>`` names the same
 session, because only the id inside a session URI is ever read. A session's
 default chat is ``ahp-chat://default/<base64url(sessionUri)>`` (the shape VS
 Code computes) and the older ``ahp-chat:/<sessionId>`` resolves to it.
+
+A file URI and a local path convert through ``path_of_file_uri`` and
+``file_uri`` alone, byte by byte, so a name that is not UTF-8 comes back as it was.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from dataclasses import dataclass
+from urllib.parse import quote_from_bytes, unquote_to_bytes, urlsplit
 
 ROOT_CHANNEL = "ahp-root://"
 SESSION_ALIAS_SCHEME = "ahp-session"
@@ -176,3 +181,30 @@ def respell_tree(value: object, held: str, alias: str) -> object:
         return node
 
     return walk(value)
+
+
+def path_of_file_uri(uri: str) -> str | None:
+    """The local path a ``file:`` URI of this machine names, or None for any other URI.
+
+    Percent-escapes are decoded to bytes, then to a path as the OS spells it
+    (undecodable bytes kept, ``os.fsdecode``). Nothing is checked or resolved here.
+    """
+    parts = urlsplit(uri)
+    if parts.scheme.lower() != "file" or parts.netloc.lower() not in ("", "localhost"):
+        return None
+    return os.fsdecode(unquote_to_bytes(parts.path)) or None
+
+
+def file_uri(path: str | bytes) -> str:
+    """The ``file:`` URI of a local absolute path (``str`` or raw bytes)."""
+    return "file://" + quote_from_bytes(os.fsencode(path), safe="/")
+
+
+def first_local_path(working_directories: object) -> str | None:
+    """The local path of the first ``file:`` URI of this machine in a list of them."""
+    for uri in working_directories if isinstance(working_directories, (list, tuple)) else ():
+        if isinstance(uri, str):
+            path = path_of_file_uri(uri)
+            if path is not None:
+                return path
+    return None

@@ -22,7 +22,7 @@ from ahpcore.logs import escape
 from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from ahpcore.rpc.budget import DEFAULT_HOST_QUEUE_BYTES, InboundBudget, InboundShare
 from ahpcore.rpc.framing import Message, dumps, dumps_answer_in_slices, parse, without_paths
-from ahpcore.transports.base import Wire
+from ahpcore.rpc.wire import Wire
 
 log = logging.getLogger(__name__)
 

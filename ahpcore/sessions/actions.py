@@ -7,10 +7,10 @@ rewrite it, or queue work that follows it (``dispatch.after``).
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any
 
+from ahpcore.awaitables import resolve
 from ahpcore.engine.core import Dispatch, Refused
 from ahpcore.protocol.errors import ProtocolError
 from ahpcore.sessions import calls
@@ -207,7 +207,7 @@ class ClientActions:
         try:
             if backend.abilities.agent_truncate and callable(truncate):
                 # Through the live agent: it stops and starts again at the kept point.
-                await _maybe_await(truncate(turn_id, reference))
+                await resolve(truncate(turn_id, reference))
             else:
                 await calls.call(backend.truncate, chat.backend_id, turn_id)
         except AgentRefused as refusal:
@@ -420,7 +420,7 @@ class ClientActions:
     @staticmethod
     async def _ask_agent(answer: Any) -> None:
         try:
-            await _maybe_await(answer)
+            await resolve(answer)
         except AgentRefused as refusal:
             raise Refused(str(refusal)) from None
 
@@ -464,10 +464,6 @@ class ClientActions:
                 f"{action['toolCallId']}, may stream into it"
             )
         return action
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 def _enabled(enablement: Any) -> bool:

@@ -16,15 +16,14 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from ahpcore.awaitables import resolve
+
 
 async def call(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``method(*args, **kwargs)``, awaited if async, in a worker thread if not."""
     if inspect.iscoroutinefunction(method):
         return await method(*args, **kwargs)
-    result = await anyio.to_thread.run_sync(partial(method, *args, **kwargs))
-    if inspect.isawaitable(result):
-        return await result
-    return result
+    return await resolve(await anyio.to_thread.run_sync(partial(method, *args, **kwargs)))
 
 
 T = TypeVar("T")

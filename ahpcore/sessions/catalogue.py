@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from ahpcore.awaitables import resolve
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.sessions import calls
@@ -556,18 +557,19 @@ def page_limit(limit: Any) -> int | None:
     return int(limit)
 
 
-async def decorate_rows(host: Any, rows: list[dict[str, Any]]) -> None:
-    """Let every ``ahp_session_rows`` implementation add to a page's rows.
+async def decorate_rows(
+    implementations: Iterable[Any], host: Any, rows: list[dict[str, Any]]
+) -> None:
+    """Let every ``ahp_session_rows`` implementation add to a page's rows, in hook order.
 
-    One plugin's fault costs only its own additions: the page is answered.
+    ``implementations`` are the hook's, each called alone (``impl(host=, rows=)``,
+    ``impl.plugin`` its plugin's name), so one plugin's fault costs only its own
+    additions: the page is answered.
     """
-    offered = {"host": host, "rows": rows}
-    for impl in host.plugins.hook.ahp_session_rows.get_hookimpls():
+    for impl in implementations:
         try:
-            done = impl.function(**{name: offered[name] for name in impl.argnames})
-            if hasattr(done, "__await__"):
-                await done
+            await resolve(impl(host=host, rows=rows))
         except Exception:
-            log.exception("the %s plugin could not add to the session list", impl.plugin_name)
+            log.exception("the %s plugin could not add to the session list", impl.plugin)
         if len(rows) > 1000:
             await anyio.sleep(0)  # a plugin's pass over many rows: other clients go between

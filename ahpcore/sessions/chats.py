@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ahpcore.awaitables import resolve
 from ahpcore.engine.clients import Client
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
@@ -260,6 +261,5 @@ class ChatCommands:
         items = complete(
             params["property"], params.get("query", ""), dict(params.get("config") or {})
         )
-        if hasattr(items, "__await__"):
-            items = await items
+        items = await resolve(items)
         return {"items": [dict(item) for item in items or []]}

@@ -127,10 +127,10 @@ class Follower:
                     ask.settle(result)
             if session.channel.uri in client.subscriptions:
                 # A dropped client may be back in a moment; it stays listed until then.
-                self.registry.host.spawn(self._drop_after_grace, session, client)
+                self.registry.spawn(self._drop_after_grace, session, client)
 
     async def _drop_after_grace(self, session: LiveSession, client: Client) -> None:
-        await anyio.sleep(self.registry.host.settings.reconnect_grace)
+        await anyio.sleep(self.registry.reconnect_grace)
         if self.registry.sessions.get(session.id) is session:
             self._drop_active_client(session, client)
 

@@ -10,20 +10,25 @@ Who owns what (see docs/backend-contract.md):
 - ``ChatCommands`` (chats.py), ``ClientActions`` (actions.py), ``moves``,
   ``Follower`` (follow.py): the commands and client actions, each given the
   registry rather than this manager.
+
+The manager calls the lifecycle moments (``ahpcore.lifecycle``) as sessions
+are created and disposed; what other parts of the host do then is theirs.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
-from ahpcore.engine.router import missing_port_message, resolve
+from ahpcore.engine.core import Engine
+from ahpcore.engine.router import Router
+from ahpcore.lifecycle import Lifecycle, SessionCreation
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
@@ -36,7 +41,7 @@ from ahpcore.sessions import calls, moves
 from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.auth import Authenticator
-from ahpcore.sessions.catalogue import CatalogueIndex, decorate_rows, page_limit
+from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
 from ahpcore.sessions.contract import Backend, CatalogueRow
 from ahpcore.sessions.folders import check_folders
@@ -45,9 +50,7 @@ from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import ARTIFACT_KEYS, SessionRegistry
 from ahpcore.sessions.reporter import EDIT_SCHEME
 from ahpcore.sessions.transcript import Rebuilder
-
-if TYPE_CHECKING:
-    from ahpcore.host import Host
+from ahpcore.tasks import Tasks
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +77,26 @@ def capabilities(backend: Backend) -> dict[str, Any]:
 
 
 class SessionManager:
-    def __init__(self, host: Host) -> None:
-        self.host = host
-        self.engine = host.engine_or_fail
-        self.backends: dict[str, Backend] = dict(host.backends)
-        self.registry = registry = SessionRegistry(host)
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        router: Router,
+        tasks: Tasks,
+        lifecycle: Lifecycle,
+        backends: Mapping[str, Backend],
+        store: Any,
+        decorate_rows: Callable[[list[dict[str, Any]]], Awaitable[None]],
+        reconnect_grace: float,
+    ) -> None:
+        self.engine = engine
+        self.router = router
+        self.lifecycle = lifecycle
+        self.backends: dict[str, Backend] = dict(backends)
+        self._decorate_rows = decorate_rows
+        self.registry = registry = SessionRegistry(engine, store, tasks, lifecycle, reconnect_grace)
         self.sessions = registry.sessions
-        self.store = host.session_store
+        self.store = store
         path = getattr(self.store, "path", None)
         self.index = CatalogueIndex(Path(path) if path is not None else None)
         #: Sessions whose record the index holds.
@@ -89,7 +105,7 @@ class SessionManager:
         registry.on_saving = lambda session: self._unsettle(session.id)
         #: Set once what an unclean stop left unindexed is indexed (see ``_recovered``).
         self._recovery: anyio.Event | None = None
-        self.auth = Authenticator(self._protected_resources, host.spawn, self._signed_in)
+        self.auth = Authenticator(self._protected_resources, tasks.spawn, self._signed_in)
         self.engine.on_disconnect(self.auth.disconnected)
         self._install()
         for backend in self.backends.values():
@@ -100,22 +116,20 @@ class SessionManager:
 
     # -- wiring ----------------------------------------------------------------
     def _install(self) -> None:
-        router = self.host.router
+        router = self.router
         chat_commands = ChatCommands(
             self.registry, self.reopen_for, self.backend_for, self.auth.tokens
         )
         commands: dict[str, Callable[..., Any]] = {
             "createSession": self.create_session,
             "disposeSession": self.dispose_session,
-            "moveChat": lambda client, params: moves.move_chat(self.registry, client, params),
+            "moveChat": self.move_chat,
             "authenticate": self.auth.authenticate,
+            "listSessions": self.list_sessions,
         }
         commands.update(chat_commands.routes())
         for method, handler in commands.items():
             router.add(method, handler)
-        router.routes.pop("listSessions", None)
-        router.add("listSessions", self.list_sessions)
-        self._serve_edits()
         engine = self.engine
         engine.add_resolver(self.registry.resolve)
         engine.add_opener(self._open)
@@ -123,27 +137,18 @@ class SessionManager:
         for action_type, handler in ClientActions(self.registry).handlers().items():
             engine.on_action(action_type, handler, other_channels=action_type in ON_CHATS_TOO)
 
-    def _serve_edits(self) -> None:
-        """``resourceRead`` of a pending edit's content; anything else to whoever serves files."""
-        router = self.host.router
-        served = router.routes.get("resourceRead")
-        edits = self.registry.edits
+    async def move_chat(self, client: Client, params: dict[str, Any]) -> Any:
+        return await moves.move_chat(self.registry, client, params)
 
-        async def read(client: Client, params: dict[str, Any]) -> Any:
-            uri = params.get("uri", "")
-            if isinstance(uri, str) and uri.startswith(f"{EDIT_SCHEME}:"):
-                content = edits.read(uri)
-                if content is None:
-                    raise ProtocolError(
-                        INVALID_PARAMS, f"{uri} is not pending: its approval was settled"
-                    )
-                return {"data": content, "encoding": "utf-8", "contentType": "text/plain"}
-            if served is None:
-                raise ProtocolError(-32601, missing_port_message("resourceRead", "resources"))
-            return await resolve(served.handler(client, params))
-
-        router.routes.pop("resourceRead", None)
-        router.add("resourceRead", read, owner=served.owner if served else "ahpcore")
+    def read_edit(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """``resourceRead`` of a pending edit's content (None for any other URI)."""
+        uri = params.get("uri", "")
+        if not (isinstance(uri, str) and uri.startswith(f"{EDIT_SCHEME}:")):
+            return None
+        content = self.registry.edits.read(uri)
+        if content is None:
+            raise ProtocolError(INVALID_PARAMS, f"{uri} is not pending: its approval was settled")
+        return {"data": content, "encoding": "utf-8", "contentType": "text/plain"}
 
     # -- lookups other parts of the host use ----------------------------------------
     def session_by_uri(self, uri: str) -> LiveSession | None:
@@ -337,7 +342,7 @@ class SessionManager:
         if len(items) > 1000:
             # Each pass over ten thousand rows takes milliseconds: other clients go between.
             await anyio.sleep(0)
-        await decorate_rows(self.host, items)
+        await self._decorate_rows(items)
         result: dict[str, Any] = {"items": items}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
@@ -357,8 +362,32 @@ class SessionManager:
         if session_id in self.sessions:
             raise ProtocolError(SESSION_ALREADY_EXISTS, f"session {uri} already exists")
         backend = self.backend_for(params.get("provider"))
+        check_folders(tuple(params.get("workingDirectories") or ()))
+        token = params.get("progressToken")
+        steps = [0]
+
+        def progress(message: str) -> None:
+            if isinstance(token, str):
+                steps[0] += 1
+                self.engine.progress(client, token, steps[0], None, message)
+
+        creation = SessionCreation(uri, dict(params), progress)
+        try:
+            await self.lifecycle.session_creating(creation)
+            if creation.params.get("workingDirectories") != params.get("workingDirectories"):
+                check_folders(tuple(creation.params.get("workingDirectories") or ()))
+            await self._create(client, creation.params, backend, session_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await creation.refused()
+            raise
+        await self.lifecycle.session_created(uri)
+
+    async def _create(
+        self, client: Client, params: dict[str, Any], backend: Backend, session_id: str
+    ) -> None:
+        uri = params["channel"]
         directories = tuple(params.get("workingDirectories") or ())
-        check_folders(directories)
         if len(directories) > 1 and not backend.abilities.multiple_working_directories:
             raise ProtocolError(
                 INVALID_PARAMS,
@@ -511,11 +540,10 @@ class SessionManager:
         session = self.registry.session_by_uri(uri)
         if session is None:
             session = await self.reopen_for(uri)
+        folder = uris.first_local_path(list(session.working_directories))
         for chat in list(session.chats.values()):
             await chat.runner.stop(for_good=True)
-        terminals = self.host.ports.get("terminals")
-        if terminals is not None:
-            await resolve(terminals.release_session(session.uri))
+        await self.lifecycle.session_disposing(session.uri)
         backend = session.backend
         if backend.abilities.delete:
             for chat in session.chats.values():
@@ -539,6 +567,7 @@ class SessionManager:
         log.info("session %s disposed", session.uri)
         self.engine.notify_root("root/sessionRemoved", {"session": session.uri})
         self.registry.announce_count()
+        await self.lifecycle.session_disposed(session.uri, folder)
 
     async def reopen_for(self, uri: str) -> LiveSession:
         try:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from ahpcore.engine.core import Engine
+from ahpcore.lifecycle import Lifecycle, TurnStart
 from ahpcore.protocol import uris
 from ahpcore.sessions import composer
 from ahpcore.sessions import state as states
@@ -24,9 +25,7 @@ from ahpcore.sessions.contract import Backend, ChatStart, SessionReporter
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.reporter import EditServer, subagent_chat_uri
 from ahpcore.sessions.runner import ChatRunner
-
-if TYPE_CHECKING:
-    from ahpcore.host import Host
+from ahpcore.tasks import Tasks
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +43,15 @@ INDEX_WAIT = 10.0
 
 
 class SessionRegistry:
-    def __init__(self, host: Host) -> None:
-        self.host = host
-        self.engine: Engine = host.engine_or_fail
-        self.store = host.session_store
+    def __init__(
+        self, engine: Engine, store: Any, tasks: Tasks, lifecycle: Lifecycle, reconnect_grace: float
+    ) -> None:
+        self.engine = engine
+        self.store = store
+        self.tasks = tasks
+        self.lifecycle = lifecycle
+        #: How long a dropped client stays a session's active client, waiting to reconnect.
+        self.reconnect_grace = reconnect_grace
         self.sessions: dict[str, LiveSession] = {}
         self.edits = EditServer()
         #: Sessions with a save waiting, and what hurries it (set: write now).
@@ -85,10 +89,20 @@ class SessionRegistry:
         self, function: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
     ) -> None:
         # The host supervises it: a failure is logged and goes no further.
-        self.host.spawn(function, *args, name=name)
+        self.tasks.spawn(function, *args, name=name)
 
     async def intercept_turn(self, chat: LiveChat, turn: Any, report: Any) -> bool:
-        return await self.host.intercept_turn(chat, turn, report)
+        session = chat.session
+        start = TurnStart(
+            session=session.uri,
+            chat=chat.uri,
+            provider=session.provider,
+            working_directories=tuple(session.working_directories),
+            turn=turn,
+            report=report,
+            agent=chat.runner.agent,
+        )
+        return await self.lifecycle.turn_starting(start)
 
     def chat_start(
         self, chat: LiveChat, report: SessionReporter, tokens: dict[str, str] | None

@@ -36,7 +36,6 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import OPEN
 
-from ahpcore import __version__
 from ahpcore.logs import escape
 from ahpcore.rpc.budget import (
     DEFAULT_CONNECTIONS_PER_ADDRESS,
@@ -49,6 +48,7 @@ from ahpcore.rpc.budget import (
 )
 from ahpcore.rpc.peer import HostQueues
 from ahpcore.transports.refusals import RefusalLog
+from ahpcore.version import __version__
 
 log = logging.getLogger(__name__)
 

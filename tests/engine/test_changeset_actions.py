@@ -1,7 +1,7 @@
 """Choosing the actions that take a changeset's rows from what a client holds to a new read."""
 
 from ahpcore import reducers
-from ahpcore.engine.changes import choose_actions, split_changeset_uri
+from ahpcore.services.changeset_marks import choose_actions, split_changeset_uri
 
 
 def row(name: str, letter: str = "M") -> dict:

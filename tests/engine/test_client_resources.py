@@ -139,7 +139,7 @@ async def test_a_client_reads_and_writes_what_another_publishes(ahp_host):
 
 
 async def test_a_refusal_comes_back_verbatim_and_is_logged(ahp_host, caplog):
-    caplog.set_level(logging.INFO, logger="ahpcore.engine.resources")
+    caplog.set_level(logging.INFO, logger="ahpcore.services.resources")
     async with publishing(ahp_host) as (_, reader, _publisher):
         frame = await reader.request_frame(
             "resourceRead", {"channel": ROOT, "uri": "virtual://editor/private.txt"}

@@ -180,7 +180,10 @@ async def test_actions_on_other_channel_kinds_follow_the_same_rules(ahp_host):
 
 
 class Announcer:
-    """A plugin standing in for the sessions layer: it makes the host notify."""
+    """Stands in for the sessions layer: it makes the host's engine notify (the test
+    hands it the engine, which no plugin reaches)."""
+
+    engine: Any = None
 
     @hookimpl
     def ahp_rpc_methods(self, host, register):
@@ -193,12 +196,12 @@ class Announcer:
                 "createdAt": "2026-01-01T00:00:00Z",
                 "modifiedAt": "2026-01-01T00:00:00Z",
             }
-            host.engine_or_fail.notify_root("root/sessionAdded", {"summary": summary})
+            self.engine.notify_root("root/sessionAdded", {"summary": summary})
             return {}
 
         def work(client, params):
             for step in (1, 2):
-                host.engine_or_fail.progress(client, params["progressToken"], step, 2)
+                self.engine.progress(client, params["progressToken"], step, 2)
             return {}
 
         register("test/announce", announce)
@@ -206,7 +209,9 @@ class Announcer:
 
 
 async def test_root_notifications_reach_root_watchers_only(ahp_host):
-    async with ahp_host(plugins=[("announcer", Announcer())]) as running:
+    announcer = Announcer()
+    async with ahp_host(plugins=[("announcer", announcer)]) as running:
+        announcer.engine = running.host.engine_or_fail
         watching = await running.connect()
         elsewhere = await running.connect()
         await watching.initialize()
@@ -220,7 +225,9 @@ async def test_root_notifications_reach_root_watchers_only(ahp_host):
 
 
 async def test_progress_goes_only_to_the_client_that_asked(ahp_host):
-    async with ahp_host(plugins=[("announcer", Announcer())]) as running:
+    announcer = Announcer()
+    async with ahp_host(plugins=[("announcer", announcer)]) as running:
+        announcer.engine = running.host.engine_or_fail
         asking = await running.connect()
         other = await running.connect()
         await asking.initialize()

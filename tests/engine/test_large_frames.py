@@ -13,8 +13,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from ahp_scripted import Rule, ScriptedBackend
+from ahpcore.defaults import DEFAULT_MAX_FRAME_BYTES
 from ahpcore.hookspecs import hookimpl
-from ahpcore.host import DEFAULT_MAX_FRAME_BYTES
 from ahpcore.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.rpc.framing import MAX_JSON_CONTAINERS, MAX_JSON_DEPTH

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-import ahpcore.engine.resources as resources
+import ahpcore.services.resources as resources
 from ahpcore.testing import AhpTestClient
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ahp_scripted.script import Script
-    from ahpcore.host import Host
+    from ahpcore.api import PluginHost
 
 #: The demo's ``name`` and ``description`` (as in ``demo.yaml``, which a test holds
 #: them to): the host lists the agent at start, before anyone needs the script.
@@ -40,7 +40,7 @@ def _code_list(names: list[str]) -> str:
     return ", ".join(f"`{name}`" for name in names) or "none"
 
 
-def host_variables(host: Host | None = None) -> Callable[[], dict[str, str]]:
+def host_variables(host: PluginHost | None = None) -> Callable[[], dict[str, str]]:
     """``${version}``, ``${plugins}`` and ``${methods}`` of a host, read when a turn starts.
 
     Read late because a host adds methods after its backends register. Without
@@ -58,8 +58,8 @@ def host_variables(host: Host | None = None) -> Callable[[], dict[str, str]]:
             }
         return {
             "version": __version__,
-            "plugins": _code_list(host.plugins.names()),
-            "methods": _code_list(sorted(host.router.routes)),
+            "plugins": _code_list(host.plugin_names()),
+            "methods": _code_list(host.method_names()),
         }
 
     return variables

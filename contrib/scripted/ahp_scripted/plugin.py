@@ -15,14 +15,14 @@ from ahp_scripted.demo import host_variables
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ahpcore.host import Host
+    from ahpcore.api import PluginHost
     from ahpcore.ports import Backend
 
 SCRIPT_ENV = "AHP_SCRIPTED_SCRIPT"
 
 
 @hookimpl
-def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
+def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
     path = os.environ.get(SCRIPT_ENV)
     script = None
     if path:

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from ahpcore import api
 from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, PERMISSION_DENIED, ProtocolError
-from ahpcore.sessions import folders
 
 
 def url2pathname(path: str) -> str:
@@ -35,9 +35,9 @@ def url2pathname(path: str) -> str:
 
 
 #: ``AHP_FILES_REACH=machine`` lets every connection reach the whole machine.
-ENV_REACH = folders.ENV_REACH
+ENV_REACH = api.ENV_REACH
 REACH_SESSIONS = "sessions"
-REACH_MACHINE = folders.REACH_MACHINE
+REACH_MACHINE = api.REACH_MACHINE
 
 #: Code points HFS+ ignores in names, so ``.g\u200cit`` is ``.git`` on a Mac.
 _HFS_IGNORED = dict.fromkeys(
@@ -53,14 +53,14 @@ def is_git_name(name: str) -> bool:
 
 
 def home_folder() -> Path | None:
-    home = folders.home_folder()
+    home = api.home_folder()
     return Path(home) if home is not None else None
 
 
 def system_folder(real: Path, home: Path | None = None) -> bool:
     """``real`` (a resolved path) is too wide to be a session's folder: the same rule
     ``createSession`` keeps (``/``, a system folder, a folder holding the user's home)."""
-    return folders.too_wide(str(real), str(home) if home is not None else None)
+    return api.too_wide(str(real), str(home) if home is not None else None)
 
 
 def path_of(uri: Any) -> Path:
@@ -95,13 +95,6 @@ def directory_path(value: Any) -> Path | None:
             return None
     path = Path(value)
     return path if path.is_absolute() else None
-
-
-def session_directories(engine: Any) -> Iterable[str]:
-    """Working directories of every session and chat the engine holds (read, never changed)."""
-    for channel in list(engine.channels.values()):
-        if channel.kind in ("session", "chat"):
-            yield from channel.state.get("workingDirectories") or ()
 
 
 def normalise(path: Path, *, follow: bool = True) -> Path:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ahp_files.fence import Fence, session_directories
+from ahp_files.fence import Fence
 from ahp_files.port import FilesPort
 from ahpcore import hookimpl
+from ahpcore.api import PluginHost
 
 
 @hookimpl
-def ahp_resources(host: Any) -> FilesPort:
-    fence = Fence(lambda: session_directories(host.engine_or_fail))
+def ahp_resources(host: PluginHost) -> FilesPort:
+    fence = Fence(host.working_directories)
     return FilesPort(fence, spawn=host.spawn)

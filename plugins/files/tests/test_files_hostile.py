@@ -84,7 +84,7 @@ async def test_names_no_filesystem_takes_are_refused_as_bad_params(files_host, t
 
 
 async def test_one_connection_cannot_take_every_watch(files_host, tree: Tree, monkeypatch):
-    import ahpcore.engine.resources as resources
+    import ahpcore.services.resources as resources
 
     monkeypatch.setattr(resources, "MAX_WATCHES_PER_CLIENT", 2)
     async with files_host() as (running, client):

@@ -28,7 +28,7 @@ import anyio
 from ahp_git import git
 from ahp_git.git import Status
 from ahp_git.repo import Repo
-from ahpcore.engine.changesets import directory_of
+from ahpcore.api import PluginHost, path_of_file_uri
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +102,10 @@ class ListedFacts:
         self._limit = anyio.CapacityLimiter(PARALLEL)
 
     # -- on the event loop, once per page --------------------------------------------
-    def decorate(self, host: Any, rows: Iterable[dict[str, Any]]) -> None:
+    def decorate(self, host: PluginHost, rows: Iterable[dict[str, Any]]) -> None:
         # Ten thousand rows pass through here on the event loop: locals, no calls per row
-        # beyond dictionary look-ups.
-        channels = host.engine_or_fail.channels
+        # beyond dictionary look-ups (and one per row to the host).
+        is_open = host.is_open_session
         known, told, pending = self._known, self._told, self._pending
         stale = time.monotonic() - FRESH
         for row in rows:
@@ -120,8 +120,7 @@ class ListedFacts:
             session = row.get("resource")
             if not isinstance(session, str):
                 continue
-            open_channel = channels.get(session)
-            if open_channel is not None and open_channel.kind == "session":
+            if is_open(session):
                 continue  # an open session's facts come from its own state
             reading = known.get(uri)
             if reading is None:
@@ -146,7 +145,7 @@ class ListedFacts:
                 self._reading = False
 
     # -- behind the answer -----------------------------------------------------------
-    async def _read_pending(self, host: Any) -> None:
+    async def _read_pending(self, host: PluginHost) -> None:
         try:
             for _ in range(ROUNDS):
                 if not self._pending:
@@ -167,7 +166,7 @@ class ListedFacts:
 
         async def locate(uri: str) -> None:
             found[uri] = None
-            path = directory_of({"workingDirectories": [uri]})
+            path = path_of_file_uri(uri)
             if path is None:
                 return
             async with self._limit:
@@ -201,22 +200,11 @@ class ListedFacts:
                 group.start_soon(read_repository, members)
         return found
 
-    def _tell(self, host: Any, found: dict[str, dict[str, Any] | None]) -> None:
-        engine = host.engine_or_fail
+    def _tell(self, host: PluginHost, found: dict[str, dict[str, Any] | None]) -> None:
         for uri, facts in found.items():
             told = self._told.get(uri, {})
             for session, (row, before) in list(told.items()):
-                if before == facts:
-                    continue
-                open_channel = engine.channels.get(session)
-                if open_channel is not None and open_channel.kind == "session":
-                    continue  # opened meanwhile: its own facts are published
+                if before == facts or host.is_open_session(session):
+                    continue  # unchanged, or opened meanwhile: its own facts are published
                 told[session] = (row, facts)
-                # changes._meta replaces the row's whole bag: send the rest of it too.
-                changed = {k: v for k, v in (row.get("_meta") or {}).items() if k != "git"}
-                if facts is not None:
-                    changed["git"] = facts
-                engine.notify_root(
-                    "root/sessionSummaryChanged",
-                    {"session": session, "changes": {"_meta": changed}},
-                )
+                host.change_row_meta(row, "git", facts)

@@ -7,35 +7,23 @@ from typing import Any
 from ahp_git.port import GitChanges
 from ahp_git.worktrees import GitWorktrees
 from ahpcore import hookimpl
-from ahpcore.engine.changesets import directory_of
-
-
-def live_directories(host: Any) -> set[str]:
-    """The working directories of the sessions open on this host now."""
-    engine = getattr(host, "engine", None)
-    if engine is None:
-        return set()
-    found = set()
-    for channel in engine.channels.values():
-        if channel.kind == "session":
-            directory = directory_of(channel.state)
-            if directory is not None:
-                found.add(directory)
-    return found
+from ahpcore.api import PluginHost
 
 
 @hookimpl
-def ahp_changes(host: Any) -> GitChanges:
-    return GitChanges(lambda: live_directories(host))
+def ahp_changes(host: PluginHost) -> GitChanges:
+    # The folders of the sessions open now: where the before side of an edit may be read.
+    return GitChanges(lambda: set(host.session_folders().values()))
 
 
 @hookimpl
-def ahp_worktrees(host: Any) -> GitWorktrees:
-    return GitWorktrees(getattr(host.settings, "worktrees_root", None))
+def ahp_worktrees(host: PluginHost) -> GitWorktrees:
+    root = host.settings.worktrees_root
+    return GitWorktrees(str(root) if root is not None else None)
 
 
 @hookimpl
-def ahp_session_rows(host: Any, rows: list[dict[str, Any]]) -> None:
+def ahp_session_rows(host: PluginHost, rows: list[dict[str, Any]]) -> None:
     port = host.ports.get("changes")
     if isinstance(port, GitChanges):
         port.listed.decorate(host, rows)

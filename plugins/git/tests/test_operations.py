@@ -9,7 +9,7 @@ import anyio
 import pytest
 from git_harness import SESSION, Repo, by_id, open_session, subscribe
 
-from ahpcore.engine.changesets import directory_of
+from ahpcore.services.changeset_marks import directory_of
 
 pytestmark = pytest.mark.anyio
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ahpcore import hookimpl
+from ahpcore.api import (
+    DEFAULT_SCROLLBACK_BYTES,
+    MAX_SCROLLBACK_BYTES,
+    MIN_SCROLLBACK_BYTES,
+    SCROLLBACK_KEY,
+    PluginHost,
+)
 from ahpcore.ports import TerminalEvents, TerminalSpec
-
-if TYPE_CHECKING:
-    from ahpcore.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +27,7 @@ WINDOWS_REASON = (
 class PtyTerminals:
     """Opens each terminal on its own pty and reads it on the host's task group."""
 
-    def __init__(self, host: Host) -> None:
+    def __init__(self, host: PluginHost) -> None:
         self.host = host
 
     def unavailable(self) -> str | None:
@@ -53,19 +57,12 @@ class PtyTerminals:
 
 
 @hookimpl
-def ahp_terminals(host: Host) -> PtyTerminals:
+def ahp_terminals(host: PluginHost) -> PtyTerminals:
     return PtyTerminals(host)
 
 
 @hookimpl
-def ahp_root_config(host: Host) -> dict[str, Any]:
-    from ahpcore.terminals import (
-        DEFAULT_SCROLLBACK_BYTES,
-        MAX_SCROLLBACK_BYTES,
-        MIN_SCROLLBACK_BYTES,
-        SCROLLBACK_KEY,
-    )
-
+def ahp_root_config(host: PluginHost) -> dict[str, Any]:
     return {
         SCROLLBACK_KEY: {
             "type": "number",

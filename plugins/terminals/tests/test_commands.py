@@ -186,7 +186,7 @@ async def test_cancelling_a_bang_command_stops_what_it_started(
         await client.answer_to(seq)
         start = await client.recv_until(is_action("chat/toolCallReady", chat))
         assert start["params"]["action"]["invocationMessage"] == "Running `sleep 27`"
-        service = running.host.ports["terminals"]
+        service = running.host.terminals
         with anyio.fail_after(5):
             while not service.terminals:
                 await anyio.sleep(0.02)

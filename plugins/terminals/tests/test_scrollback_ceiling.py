@@ -10,7 +10,7 @@ import pytest
 from terminal_harness import is_action, open_session
 
 from ahpcore.protocol.uris import ROOT_CHANNEL
-from ahpcore.terminals.output import MAX_SCROLLBACK_BYTES
+from ahpcore.services.terminals.output import MAX_SCROLLBACK_BYTES
 
 pytestmark = pytest.mark.anyio
 T = "ahp-terminal:/hoard"
@@ -83,5 +83,5 @@ async def test_a_scrollback_past_the_ceiling_in_state_is_read_as_the_ceiling(
             ROOT_CHANNEL,
             {"type": "root/configChanged", "config": {"terminalScrollbackBytes": 1e15}},
         )
-        service = running.host.ports["terminals"]
+        service = running.host.terminals
         assert service.scrollback_cap() == MAX_SCROLLBACK_BYTES

@@ -19,7 +19,7 @@ from terminal_harness import (
     wait_for_output,
 )
 
-import ahpcore.terminals.service as service
+import ahpcore.services.terminals.service as service
 
 pytestmark = pytest.mark.anyio
 

@@ -325,7 +325,7 @@ async def test_disposing_a_session_disposes_only_the_terminals_it_claimed(
             },
         )
         await open_terminal(client, workdir)  # the client's own
-        service = running.host.ports["terminals"]
+        service = running.host.terminals
         shell = service.terminals["ahp-terminal:/session-owned"].process.pid
         await client.request("disposeSession", {"channel": session})
         root = await client.recv_until(

@@ -2,31 +2,34 @@
 
 Three places can answer a resource command, asked in this order:
 
-1. for ``resourceRead`` only, the readers in ``ResourceService.readers`` (the
-   changes service puts the changes port's own URIs first), because the before
-   side of an edit is not a file on disk;
+1. for ``resourceRead`` only, the readers added with ``add_reader`` (the
+   changesets service puts the changes port's own URIs first, the sessions
+   their pending edits), because the before side of an edit is not a file on
+   disk;
 2. a connected client, when the URI is ``<scheme>://<clientId>/...`` naming it:
    the request is forwarded to that client and its answer, refusals included,
    comes back verbatim;
 3. the resources port (``ahp_resources``), for everything else.
 
 Client routing needs no filesystem, so it works with no resources port at all.
+A ``resourceWrite`` that succeeded is the ``resource_written`` lifecycle moment.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
+from ahpcore.awaitables import resolve
 from ahpcore.engine.clients import Client
-from ahpcore.engine.core import Dispatch, Refused
-from ahpcore.engine.router import missing_port_message
-from ahpcore.ports import ResourceChanges, ResourceReader, ResourceWatch
+from ahpcore.engine.core import Dispatch, Engine, Refused
+from ahpcore.engine.router import Router, missing_port_message
+from ahpcore.lifecycle import Lifecycle
+from ahpcore.ports import ResourceChanges, ResourceReader, ResourcesPort, ResourceWatch
 from ahpcore.protocol.errors import (
     ALREADY_EXISTS,
     INTERNAL_ERROR,
@@ -36,9 +39,6 @@ from ahpcore.protocol.errors import (
     ProtocolError,
 )
 from ahpcore.rpc.peer import PeerClosed
-
-if TYPE_CHECKING:
-    from ahpcore.host import Host
 
 log = logging.getLogger(__name__)
 
@@ -108,22 +108,45 @@ def _result_problem(method: str, result: Any) -> str | None:
 
 
 class ResourceService:
-    def __init__(self, host: Host) -> None:
-        self.host = host
-        self.engine = host.engine_or_fail
+    def __init__(
+        self,
+        engine: Engine,
+        router: Router,
+        port: ResourcesPort | None,
+        lifecycle: Lifecycle,
+    ) -> None:
+        self.engine = engine
+        self.port = port
+        self.lifecycle = lifecycle
         #: Asked first for every resourceRead; the first answer that is not None wins.
         self.readers: list[ResourceReader] = []
         self.watches: dict[str, Watch] = {}
-        for method in PORT_METHODS:
-            host.router.add(method, self._handler(method))
-        host.router.add("createResourceWatch", self.create_watch)
+        for method, handler in {
+            "resourceRead": self.resource_read,
+            "resourceList": self.resource_list,
+            "resourceResolve": self.resource_resolve,
+            "resourceWrite": self.resource_write,
+            "resourceDelete": self.resource_delete,
+            "resourceMkdir": self.resource_mkdir,
+            "resourceMove": self.resource_move,
+            "resourceCopy": self.resource_copy,
+            "resourceRequest": self.resource_request,
+            "createResourceWatch": self.create_watch,
+        }.items():
+            router.add(method, handler)
         self.engine.on_action("resourceWatch/changed", self._relay_changed, relayed=True)
         self.engine.on_unsubscribe(self._unsubscribed)
         self.engine.on_disconnect(self._disconnected)
 
-    @property
-    def port(self) -> Any:
-        return self.host.ports.get("resources")
+    def add_reader(self, reader: ResourceReader, *, first: bool = False) -> None:
+        """Ask ``reader`` about every ``resourceRead`` before clients and the port.
+
+        It answers the protocol's result, None to pass, or raises ``ProtocolError``.
+        """
+        if first:
+            self.readers.insert(0, reader)
+        else:
+            self.readers.append(reader)
 
     def publisher(self, uri: Any) -> Client | None:
         """The connected client publishing ``uri``, if its authority names one."""
@@ -150,11 +173,36 @@ class ResourceService:
         return port
 
     # -- commands -----------------------------------------------------------------
-    def _handler(self, method: str) -> Any:
-        async def serve(client: Client, params: dict[str, Any]) -> Any:
-            return await self.serve(method, params)
+    async def resource_read(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceRead", params)
 
-        return serve
+    async def resource_list(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceList", params)
+
+    async def resource_resolve(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceResolve", params)
+
+    async def resource_write(self, client: Client, params: dict[str, Any]) -> Any:
+        result = await self.serve("resourceWrite", params)
+        uri = params.get("uri")
+        if isinstance(uri, str):
+            await self.lifecycle.resource_written(uri)
+        return result
+
+    async def resource_delete(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceDelete", params)
+
+    async def resource_mkdir(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceMkdir", params)
+
+    async def resource_move(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceMove", params)
+
+    async def resource_copy(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceCopy", params)
+
+    async def resource_request(self, client: Client, params: dict[str, Any]) -> Any:
+        return await self.serve("resourceRequest", params)
 
     async def serve(self, method: str, params: dict[str, Any]) -> Any:
         if method in TWO_ENDED:
@@ -162,9 +210,7 @@ class ResourceService:
         uri = params.get("uri")
         if method == "resourceRead":
             for reader in self.readers:
-                answer = reader(params)
-                if inspect.isawaitable(answer):
-                    answer = await answer
+                answer = await resolve(reader(params))
                 if answer is not None:
                     return answer
         owner = self.publisher(uri)

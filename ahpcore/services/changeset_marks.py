@@ -3,12 +3,12 @@ of actions that takes a client's rows to a new read. Pure, apart from waiting on
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote_to_bytes, urlsplit
 
 import anyio
+
+from ahpcore.protocol.uris import first_local_path
 
 SEGMENT = "/changeset/"
 #: How long a turn scope waits for the mark taken when its turn started.
@@ -46,11 +46,7 @@ class SessionBook:
 
 def directory_of(session_state: dict[str, Any]) -> str | None:
     """The local path of a session's first working directory."""
-    for uri in session_state.get("workingDirectories") or ():
-        parts = urlsplit(uri)
-        if parts.scheme == "file" and parts.netloc in ("", "localhost"):
-            return os.fsdecode(unquote_to_bytes(parts.path))
-    return None
+    return first_local_path(session_state.get("workingDirectories"))
 
 
 def split_changeset_uri(uri: str) -> tuple[str, str] | None:

@@ -7,19 +7,29 @@ choice between per-file actions and ``changeset/contentChanged``,
 ``invokeChangesetOperation``, the changeset catalogue a chat announces, and
 ``resourceRead`` of the port's own URIs. It learns of turns and tool calls
 from the engine's change listeners, so the session machinery knows nothing of
-it. ``install(host)`` wires it when a plugin provides the changes port.
+it, and takes part in the lifecycle moments (``ahpcore.lifecycle``): a
+changeset is read again before a client subscribes to it, a client's
+``resourceWrite`` is something that moved, and a disposed session's changesets
+and marks go with it. The host builds it when a plugin provides the changes port.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
-import anyio.abc
 
-from ahpcore.engine.changesets import (
+from ahpcore.engine.channels import Channel
+from ahpcore.engine.clients import Client
+from ahpcore.engine.core import Engine
+from ahpcore.engine.router import Router
+from ahpcore.markers import hookimpl
+from ahpcore.ports import ChangeScope, ChangesPort
+from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, ProtocolError
+from ahpcore.protocol.uris import session_id_of, session_of_default_chat
+from ahpcore.services.changeset_marks import (
     _ENDS,
     SEGMENT,
     Mark,
@@ -30,15 +40,8 @@ from ahpcore.engine.changesets import (
     directory_of,
     split_changeset_uri,
 )
-from ahpcore.engine.channels import Channel
-from ahpcore.engine.clients import Client
-from ahpcore.engine.core import Engine
-from ahpcore.ports import ChangeScope, ChangesPort
-from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, ProtocolError
-from ahpcore.protocol.uris import session_id_of, session_of_default_chat
-
-if TYPE_CHECKING:
-    from ahpcore.host import Host
+from ahpcore.services.resources import ResourceService
+from ahpcore.tasks import Tasks
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +61,17 @@ _TOLD_OF = frozenset(
 
 
 class ChangesetService:
-    def __init__(self, host: Host, port: ChangesPort) -> None:
-        self.host = host
+    def __init__(
+        self,
+        engine: Engine,
+        router: Router,
+        tasks: Tasks,
+        port: ChangesPort,
+        resources: ResourceService,
+    ) -> None:
         self.port = port
-        self.engine: Engine = host.engine_or_fail
+        self.tasks = tasks
+        self.engine = engine
         self.books: dict[str, SessionBook] = {}
         #: Directory -> the cancel scope of its watcher.
         self._watchers: dict[str, anyio.CancelScope] = {}
@@ -75,11 +85,8 @@ class ChangesetService:
         engine.on_unsubscribe(lambda client, uri: self._sweep())
         engine.on_disconnect(lambda client: self._sweep(leaving=client))
         engine.on_reconnect(self._reconnected)
-        self._wrap_subscribe(host)
-        self._wrap_dispose(host)
-        self._wrap_list(host)
-        host.router.add("invokeChangesetOperation", self.invoke)
-        self._serve_reads(host)
+        router.add("invokeChangesetOperation", self.invoke)
+        resources.add_reader(self._read_own, first=True)
 
     # -- where things are ------------------------------------------------------------
     def book(self, session: str) -> SessionBook:
@@ -243,68 +250,28 @@ class ChangesetService:
             if directory is not None and directory not in self._watchers:
                 self._watch(directory)  # its first read sends what moved meanwhile
 
-    def _wrap_dispose(self, host: Host) -> None:
+    # -- lifecycle ---------------------------------------------------------------------
+    @hookimpl
+    async def ahp_channel_subscribing(self, channel: str) -> None:
+        await self._freshen(channel)
+
+    @hookimpl
+    def ahp_resource_written(self, uri: str) -> None:
+        self._touched(uri)
+
+    @hookimpl
+    async def ahp_session_disposed(self, session: str, folder: str | None) -> None:
         """A disposed session's changesets go with it: every channel under its URI."""
-        route = host.router.routes.get("disposeSession")
-        if route is None:
-            return
-        inner = route.handler
-
-        async def dispose(client: Client, params: dict[str, Any]) -> Any:
-            session = self.engine.canonical(params["channel"])
-            directory = self._directory_of_session(session)
-            result = inner(client, params)
-            result = await result if hasattr(result, "__await__") else result
-            prefix = session + SEGMENT
-            for uri in [uri for uri in self.engine.channels if uri.startswith(prefix)]:
-                self.engine.remove_channel(uri)
-            self.books.pop(session, None)
-            self._sweep()
-            if directory is not None:
-                await self.port.forget(directory, (_id(session),))
-            return result
-
-        route.handler = dispose
-
-    def _wrap_list(self, host: Host) -> None:
-        """listSessions rows carry the ``_meta.git`` their sessions' states hold."""
-        route = host.router.routes.get("listSessions")
-        if route is None:
-            return
-        inner = route.handler
-
-        async def list_sessions(client: Client, params: dict[str, Any]) -> Any:
-            result = inner(client, params)
-            result = await result if hasattr(result, "__await__") else result
-            # Only open sessions hold facts: look rows up among those (a listing may have
-            # thousands of rows; resolving each one's URI held the event loop).
-            held: dict[str, Any] = {}
-            for channel in self.engine.channels.values():
-                if channel.kind == "session":
-                    facts = (channel.state.get("_meta") or {}).get("git")
-                    if facts is not None:
-                        held[channel.uri] = facts
-            for row in result.get("items", ()) if isinstance(result, dict) and held else ():
-                facts = held.get(str(row.get("resource", "")))
-                if facts is not None:
-                    row["_meta"] = {**(row.get("_meta") or {}), "git": facts}
-            return result
-
-        route.handler = list_sessions
-
-    def _wrap_subscribe(self, host: Host) -> None:
-        inner = host.router.routes.pop("subscribe")
-
-        async def subscribe(client: Client, params: dict[str, Any]) -> Any:
-            if isinstance(params, dict) and isinstance(params.get("channel"), str):
-                await self._freshen(params["channel"])
-            result = inner.handler(client, params)
-            return await result if hasattr(result, "__await__") else result
-
-        host.router.add("subscribe", subscribe, owner=inner.owner)
+        prefix = session + SEGMENT
+        for uri in [uri for uri in self.engine.channels if uri.startswith(prefix)]:
+            self.engine.remove_channel(uri)
+        self.books.pop(session, None)
+        self._sweep()
+        if folder is not None:
+            await self.port.forget(folder, (_id(session),))
 
     def _watch(self, directory: str) -> None:
-        if directory in self._watchers or self.host._tasks is None:
+        if directory in self._watchers or not self.tasks.running:
             return
         scope = anyio.CancelScope()
         self._watchers[directory] = scope
@@ -316,7 +283,7 @@ class ChangesetService:
                 except Exception:
                     log.exception("watching %s for changes failed", directory)
 
-        self.host.spawn(watch, name=f"watch {directory}")
+        self.tasks.spawn(watch, name=f"watch {directory}")
 
     # -- re-reading ------------------------------------------------------------------
     def moved(self, directory: str, *, announce: bool = False) -> None:
@@ -326,9 +293,9 @@ class ChangesetService:
         if directory in self._reading:
             self._again.add(directory)
             return
-        if self.host._tasks is not None:
+        if self.tasks.running:
             self._reading.add(directory)
-            self.host.spawn(self._reread, directory, announce)
+            self.tasks.spawn(self._reread, directory, announce)
 
     async def _reread(self, directory: str, announce: bool) -> None:
         try:
@@ -420,16 +387,16 @@ class ChangesetService:
             if directory is not None:
                 self.moved(directory)
             return
-        if channel.kind == "session" and kind == "session/ready" and self.host._tasks is not None:
+        if channel.kind == "session" and kind == "session/ready" and self.tasks.running:
             directory = directory_of(channel.state)
             chat = channel.state.get("defaultChat")
             if directory is not None:
-                self.host.spawn(self._session_ready, channel.uri, chat, directory)
+                self.tasks.spawn(self._session_ready, channel.uri, chat, directory)
             return
         if channel.kind == "terminal" and kind in ("terminal/exited", "terminal/commandFinished"):
             self._touched(channel.state.get("cwd"))
             return
-        if channel.kind != "chat" or self.host._tasks is None:
+        if channel.kind != "chat" or not self.tasks.running:
             return
         if kind == "chat/turnStarted":
             self._turn_started(channel, action["turnId"])
@@ -484,7 +451,7 @@ class ChangesetService:
             await self._announce(session, chat.uri, directory)
             await self.refresh(directory)
 
-        self.host.spawn(started, name=f"mark {turn_id}")
+        self.tasks.spawn(started, name=f"mark {turn_id}")
 
     def _turn_ended(self, chat: str, turn_id: str) -> None:
         session = self._session_of_chat(chat)
@@ -510,7 +477,7 @@ class ChangesetService:
                 log.exception("marking %s at the end of turn %s failed", directory, turn_id)
             await self.refresh(directory, announce=True)
 
-        self.host.spawn(ended, name=f"mark end {turn_id}")
+        self.tasks.spawn(ended, name=f"mark end {turn_id}")
 
     async def _session_ready(self, session: str, chat: Any, directory: str) -> None:
         await self.publish_facts(directory)
@@ -589,27 +556,10 @@ class ChangesetService:
         await self.refresh(directory, announce=True)
         return result
 
-    def _serve_reads(self, host: Host) -> None:
-        """resourceRead answers the port's own URIs (before sides) ahead of anyone else."""
-        router = host.router
+    async def _read_own(self, params: Mapping[str, Any]) -> Any:
+        """``resourceRead`` of the port's own URIs (before sides), ahead of anyone else."""
         port = self.port
-
-        async def read_own(params: Mapping[str, Any]) -> Any:
-            return await port.read(params) if port.serves(str(params.get("uri", ""))) else None
-
-        assert host.resources is not None, "the core's resource routing is installed first"
-        host.resources.readers.insert(0, read_own)
-        writer = router.routes.get("resourceWrite")
-        if writer is not None:
-            write_inner = writer.handler
-
-            async def write(client: Client, params: dict[str, Any]) -> Any:
-                result = write_inner(client, params)
-                result = await result if hasattr(result, "__await__") else result
-                self._touched(params.get("uri"))
-                return result
-
-            writer.handler = write
+        return await port.read(params) if port.serves(str(params.get("uri", ""))) else None
 
 
 def _id(session: str) -> str:
@@ -618,13 +568,3 @@ def _id(session: str) -> str:
         return session_id_of(session)
     except ValueError:
         return session
-
-
-def install(host: Host) -> ChangesetService | None:
-    """Serve changesets when a plugin provides the changes port."""
-    port = host.ports.get("changes")
-    if port is None:
-        return None
-    service = ChangesetService(host, port)
-    host.changesets = service  # type: ignore[attr-defined]
-    return service

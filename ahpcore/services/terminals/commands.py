@@ -12,23 +12,23 @@ reason before anything runs.
 
 from __future__ import annotations
 
-import inspect
 import json
 import logging
 import re
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
-from ahpcore.terminals.service import COMMAND_PREFIX, local_path
-
-if TYPE_CHECKING:
-    from ahpcore.sessions.contract import TurnInput, TurnReporter
-    from ahpcore.sessions.live import LiveChat
-    from ahpcore.terminals.service import TerminalService
+from ahpcore.awaitables import resolve
+from ahpcore.lifecycle import TurnStart
+from ahpcore.protocol.uris import path_of_file_uri
+from ahpcore.services.terminals.output import LiveTerminal
 
 log = logging.getLogger(__name__)
+
+#: What a client types before a shell command on a session (initialize's terminalCommandPrefix).
+COMMAND_PREFIX = "!"
 
 #: How much of the output the tool call's result carries for clients that never subscribe.
 PREVIEW_CHARS = 16 << 10
@@ -40,36 +40,50 @@ def plain_text(output: str) -> str:
     return _ESCAPES.sub("", output).replace("\r\n", "\n").replace("\r", "\n")
 
 
+class TerminalOpener(Protocol):
+    """What a command needs of the terminals service: a terminal, opened past the fence."""
+
+    async def open(
+        self,
+        uri: str,
+        claim: dict[str, Any],
+        cwd: str,
+        params: dict[str, Any],
+        command: str | None = None,
+    ) -> LiveTerminal: ...
+
+
 class TerminalCommands:
-    def __init__(self, service: TerminalService) -> None:
+    def __init__(self, service: TerminalOpener) -> None:
         self.service = service
 
-    async def intercept(self, chat: LiveChat, turn: TurnInput, report: TurnReporter) -> bool:
+    async def run(self, start: TurnStart) -> bool:
+        """Run the turn's ``!command``; False when the turn is not one."""
+        turn, report = start.turn, start.report
         text = turn.text.strip()
         if turn.resume or not text.startswith(COMMAND_PREFIX):
             return False
         command = text[len(COMMAND_PREFIX) :].strip()
         if not command:
             return False
-        session = chat.session
-        ran = getattr(chat.runner.agent, "ran", None)
+        ran = getattr(start.agent, "ran", None)
         if not callable(ran):
             raise RuntimeError(
-                f"the {session.provider} backend cannot take the result of a "
+                f"the {start.provider} backend cannot take the result of a "
                 f"{COMMAND_PREFIX}command, so {command!r} was not run; "
                 f"send it without the {COMMAND_PREFIX} to ask the agent instead"
             )
-        directories = [p for p in map(local_path, session.working_directories) if p]
+        directories = [p for p in map(path_of_file_uri, start.working_directories) if p]
         if not directories:
             raise RuntimeError(
-                f"{session.uri} has no local working directory to run {command!r} in"
+                f"{start.session} has no local working directory to run {command!r} in"
             )
         call_id = f"command-{turn.turn_id}"
         uri = f"ahp-terminal:/command-{uuid.uuid4().hex}"
         claim = {
             "kind": "session",
-            "session": session.uri,
-            "chat": chat.uri,
+            "session": start.session,
+            "chat": start.chat,
             "turnId": turn.turn_id,
             "toolCallId": call_id,
         }
@@ -112,8 +126,6 @@ class TerminalCommands:
                 }
             ],
         )
-        answer = ran(command=command, output=plain_text(output), exit_code=code)
-        if inspect.isawaitable(answer):
-            await answer
-        log.info("%s ran a command (exit code %s)", session.uri, code)  # never its text
+        await resolve(ran(command=command, output=plain_text(output), exit_code=code))
+        log.info("%s ran a command (exit code %s)", start.session, code)  # never its text
         return True

@@ -16,13 +16,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlsplit
+from typing import Any
 
-from ahpcore.engine.core import Dispatch, Refused
-from ahpcore.ports import TerminalProcess, TerminalSpec, TerminalsPort
+from ahpcore.engine.clients import Client
+from ahpcore.engine.core import Dispatch, Engine, Refused
+from ahpcore.engine.router import Router
+from ahpcore.lifecycle import TurnStart
+from ahpcore.markers import hookimpl
+from ahpcore.ports import TerminalSpec, TerminalsPort
 from ahpcore.protocol.errors import (
     ALREADY_EXISTS,
     INTERNAL_ERROR,
@@ -32,25 +34,23 @@ from ahpcore.protocol.errors import (
     PERMISSION_DENIED,
     ProtocolError,
 )
-from ahpcore.protocol.uris import ROOT_CHANNEL
-from ahpcore.sessions.folders import home_folder
-from ahpcore.terminals.output import (
+from ahpcore.protocol.uris import ROOT_CHANNEL, file_uri, path_of_file_uri
+from ahpcore.services.terminals.commands import TerminalCommands
+from ahpcore.services.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
     MAX_SCROLLBACK_BYTES,
     MIN_SCROLLBACK_BYTES,
     SCROLLBACK_KEY,
+    LiveTerminal,
     TerminalFeed,
     trim_content,
 )
-
-if TYPE_CHECKING:
-    from ahpcore.engine.clients import Client
-    from ahpcore.host import Host
+from ahpcore.sessions.folders import home_folder
+from ahpcore.sessions.registry import SessionRegistry
+from ahpcore.tasks import Tasks
 
 log = logging.getLogger(__name__)
 
-#: What a client types before a shell command on a session (initialize's terminalCommandPrefix).
-COMMAND_PREFIX = "!"
 #: Terminals one client id may have open at once, and the host as a whole: each is a
 #: pty and a process group, and ptys are a machine-wide resource (4096 on Linux).
 MAX_TERMINALS_PER_CLIENT = 64
@@ -64,18 +64,9 @@ _HOLDER_ACTIONS = (
 )
 
 
-def file_uri(path: str) -> str:
-    return "file://" + quote(path)
-
-
 def local_path(uri: str) -> str | None:
     """The local path a ``file:`` URI (or a bare absolute path) names, or None."""
-    if uri.startswith("/"):
-        return uri
-    parts = urlsplit(uri)
-    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
-        return None
-    return unquote(parts.path) or None
+    return uri if uri.startswith("/") else path_of_file_uri(uri)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -89,30 +80,41 @@ def _cells(value: Any) -> bool:
     return float(value).is_integer() and 0 < value <= 10000
 
 
-@dataclass(eq=False)
-class LiveTerminal:
-    uri: str
-    process: TerminalProcess | None = None
-    #: The client id that asked for it with createTerminal; None for a ``!`` command's.
-    creator: str | None = None
-    feed: TerminalFeed = field(init=False)
-
-
 class TerminalService:
     """The host's terminals: one channel per terminal, fed by the terminals port."""
 
-    def __init__(self, host: Host, port: TerminalsPort) -> None:
-        self.host = host
+    def __init__(
+        self,
+        engine: Engine,
+        router: Router,
+        tasks: Tasks,
+        port: TerminalsPort,
+        sessions: SessionRegistry | None,
+    ) -> None:
         self.port = port
-        self.engine = host.engine_or_fail
+        self.engine = engine
+        self.tasks = tasks
+        #: The live sessions (None on a host without backends: no session claims).
+        self.sessions = sessions
         self.terminals: dict[str, LiveTerminal] = {}
-
-    def install(self) -> None:
-        router = self.host.router
+        self.commands = TerminalCommands(self)
         router.add("createTerminal", self.create_terminal)
         router.add("disposeTerminal", self.dispose_terminal)
         for action_type in _HOLDER_ACTIONS:
             self.engine.on_action(action_type, self.client_action)
+
+    # -- lifecycle -----------------------------------------------------------------
+    @hookimpl
+    async def ahp_session_disposing(self, session: str) -> None:
+        """Dispose of every terminal the session claimed (the session is going away)."""
+        for uri in list(self.terminals):
+            claim = self.engine.channels[uri].state.get("claim") or {}
+            if claim.get("kind") == "session" and claim.get("session") == session:
+                await self.dispose(uri)
+
+    @hookimpl
+    async def ahp_turn_starting(self, start: TurnStart) -> bool:
+        return await self.commands.run(start)
 
     # -- plumbing the feed uses ------------------------------------------------------
     def spawn(self, function: Callable[[], Coroutine[Any, Any, Any]]) -> None:
@@ -122,7 +124,11 @@ class TerminalService:
             except Exception:
                 log.exception("terminal work failed")
 
-        self.host.spawn(supervised)
+        self.tasks.spawn(supervised)
+
+    def content(self, terminal: LiveTerminal) -> list[Any]:
+        channel = self.engine.channels.get(terminal.uri)
+        return list(channel.state.get("content", [])) if channel is not None else []
 
     def scrollback_cap(self) -> int:
         """``terminalScrollbackBytes``, at most its ceiling; a value that is not a number of
@@ -181,10 +187,10 @@ class TerminalService:
 
     # -- the fence -----------------------------------------------------------------
     def _session_roots(self, session_uri: str | None = None) -> list[str]:
-        manager = self.host.sessions
+        manager = self.sessions
         if manager is None:
             return []
-        sessions = manager.sessions.values()
+        sessions: Any = manager.sessions.values()
         if session_uri is not None:
             found = manager.session_by_uri(session_uri)
             sessions = [found] if found is not None else []
@@ -246,9 +252,9 @@ class TerminalService:
                     f"a client claim must name the client asking ({client.client_id!r})",
                 )
             return
-        manager = self.host.sessions
+        manager = self.sessions
         session = manager.session_by_uri(claim["session"]) if manager is not None else None
-        if session is None:
+        if manager is None or session is None:
             raise ProtocolError(INVALID_PARAMS, f"no session {claim['session']} on this host")
         chat = manager.chat_by_uri(claim["chat"])
         if chat is None or chat.session is not session:
@@ -261,7 +267,7 @@ class TerminalService:
             return False
         if claim.get("kind") == "client":
             return claim.get("clientId") == client.client_id
-        manager = self.host.sessions
+        manager = self.sessions
         session = manager.session_by_uri(claim.get("session", "")) if manager is not None else None
         if session is None:
             return False
@@ -366,13 +372,6 @@ class TerminalService:
                 log.exception("terminal %s: killing its processes failed", uri)
         log.info("terminal %s disposed", uri)
 
-    async def release_session(self, session: str) -> None:
-        """Dispose of every terminal the session claimed (the session is going away)."""
-        for uri in list(self.terminals):
-            claim = self.engine.channels[uri].state.get("claim") or {}
-            if claim.get("kind") == "session" and claim.get("session") == session:
-                await self.dispose(uri)
-
     # -- client actions --------------------------------------------------------------
     async def client_action(self, dispatch: Dispatch) -> dict[str, Any]:
         terminal = self.terminals.get(dispatch.channel.uri)
@@ -410,20 +409,3 @@ class TerminalService:
             terminal.feed.flush()
             terminal.feed.held = 0
         return action
-
-
-def install(host: Host) -> TerminalService | None:
-    """Serve terminals on a started host when a terminals port is present."""
-    port = host.ports.get("terminals")
-    if port is None:
-        return None
-    service = TerminalService(host, port)
-    service.install()
-    # The session manager asks the port to release a disposed session's terminals;
-    # the claims live here, so the service answers in the port's place.
-    host.ports["terminals"] = service
-    host.protocol.initialize_fields["terminalCommandPrefix"] = COMMAND_PREFIX
-    from ahpcore.terminals.commands import TerminalCommands
-
-    host.turn_interceptors.append(TerminalCommands(service).intercept)
-    return service

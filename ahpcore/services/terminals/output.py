@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import codecs
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import anyio
 
-if TYPE_CHECKING:
-    from ahpcore.terminals.service import LiveTerminal, TerminalService
+from ahpcore.ports import TerminalProcess
+from ahpcore.protocol.uris import file_uri
 
 #: Root config key: how many bytes of output a terminal keeps for late subscribers.
 SCROLLBACK_KEY = "terminalScrollbackBytes"
@@ -75,10 +76,37 @@ def trim_content(content: list[Any], cap: int) -> tuple[list[Any], int]:
     return kept, sum(_size(part) for part in kept if isinstance(part, Mapping))
 
 
+@dataclass(eq=False)
+class LiveTerminal:
+    uri: str
+    process: TerminalProcess | None = None
+    #: The client id that asked for it with createTerminal; None for a ``!`` command's.
+    creator: str | None = None
+    feed: TerminalFeed = field(init=False)
+
+
+class FeedSink(Protocol):
+    """Where a feed's actions go (the terminals service)."""
+
+    def spawn(self, function: Callable[[], Coroutine[Any, Any, Any]]) -> None: ...
+
+    def content(self, terminal: LiveTerminal) -> list[Any]:
+        """What the terminal's channel holds now."""
+        ...
+
+    def data(self, terminal: LiveTerminal, text: str, size: int) -> None: ...
+
+    def watcher_backlog(self, terminal: LiveTerminal) -> int: ...
+
+    def apply(self, terminal: LiveTerminal, action: dict[str, Any]) -> None: ...
+
+    def publish_list(self) -> None: ...
+
+
 class TerminalFeed:
     """``TerminalEvents`` for one terminal: what its port reports becomes actions."""
 
-    def __init__(self, service: TerminalService, terminal: LiveTerminal) -> None:
+    def __init__(self, service: FeedSink, terminal: LiveTerminal) -> None:
         self.service = service
         self.terminal = terminal
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -97,8 +125,7 @@ class TerminalFeed:
 
     def output_text(self) -> str:
         """The output the channel still holds, as one string."""
-        channel = self.service.engine.channels.get(self.terminal.uri)
-        parts = channel.state.get("content", []) if channel is not None else []
+        parts = self.service.content(self.terminal)
         return "".join(part.get(_text_key(part), "") for part in parts)
 
     # -- output --------------------------------------------------------------------
@@ -151,8 +178,6 @@ class TerminalFeed:
         self._then({"type": "terminal/titleChanged", "title": title}, self.service.publish_list)
 
     def cwd(self, path: str) -> None:
-        from ahpcore.terminals.service import file_uri
-
         self._then({"type": "terminal/cwdChanged", "cwd": file_uri(path)})
 
     def detection_available(self) -> None:

@@ -1,0 +1,14 @@
+"""Values that may or may not have to be awaited."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+
+async def resolve(value: Any) -> Any:
+    """``value``, awaited first when it is awaitable: what a hook or a port method that
+    may be plain or ``async`` answered."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
