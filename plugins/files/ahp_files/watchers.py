@@ -20,10 +20,10 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import anyio.from_thread
@@ -38,9 +38,6 @@ from ahpcore.protocol.errors import (
     PERMISSION_DENIED,
     ProtocolError,
 )
-
-if TYPE_CHECKING:
-    from ahp_files.watch import FileWatch
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +157,25 @@ class Seen:
     name: str
 
 
+class Subscriber(Protocol):
+    """What a watcher needs of a watch on it (``watch.FileWatch`` is the one there is)."""
+
+    @property
+    def root_uri(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def emit(self) -> Callable[[list[dict[str, Any]]], None]:
+        """Reports the watch's changes (called on the event loop)."""
+        ...
+
+    def changes(self, batch: Sequence[Seen]) -> list[dict[str, Any]]:
+        """What of ``batch`` the watch reports (called in the watcher's thread)."""
+        ...
+
+
 class SharedWatcher:
     """One OS watcher on a folder and the watches it serves."""
 
@@ -167,7 +183,7 @@ class SharedWatcher:
         self.pool = pool
         self.folder = folder
         self.recursive = recursive
-        self.subscribers: tuple[FileWatch, ...] = ()
+        self.subscribers: tuple[Subscriber, ...] = ()
         self.stopped = threading.Event()
         self.ready = anyio.Event()
         #: The OS watcher would not start (the request that started it says why).
@@ -307,16 +323,16 @@ class SharedWatcher:
         return seen
 
     # -- watches --------------------------------------------------------------------
-    def join(self, watch: FileWatch) -> None:
+    def join(self, watch: Subscriber) -> None:
         self.subscribers = (*self.subscribers, watch)
 
-    def leave(self, watch: FileWatch) -> None:
+    def leave(self, watch: Subscriber) -> None:
         self.subscribers = tuple(w for w in self.subscribers if w is not watch)
         if not self.subscribers:
             self.stop()
 
 
-def _deliver(deliveries: list[tuple[FileWatch, list[dict[str, Any]]]]) -> None:
+def _deliver(deliveries: list[tuple[Subscriber, list[dict[str, Any]]]]) -> None:
     for watch, changes in deliveries:
         if watch.closed:
             continue
