@@ -17,15 +17,12 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ahpcore.sessions.calls import pausing
-
-if TYPE_CHECKING:
-    from ahp_scripted.store import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +34,32 @@ _OLD_CACHE_NAME = ".catalogue.json"
 
 #: (size, mtime in ns, inode): a log that was appended to or replaced differs in one of them.
 FileKey = tuple[int, int, int]
+
+
+class Summarised(Protocol):
+    """What a summary reads of a conversation (``store.Conversation`` is the one there is)."""
+
+    @property
+    def backend_id(self) -> str: ...
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def created_at(self) -> str: ...
+
+    @property
+    def modified_at(self) -> str: ...
+
+    @property
+    def working_directories(self) -> Sequence[str]: ...
+
+    @property
+    def side_of(self) -> Sequence[str] | None:
+        """The chat this one is a side chat of, if it is one."""
+        ...
+
+    def title(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +76,7 @@ class Summary:
     side: bool
 
     @classmethod
-    def of(cls, conversation: Conversation) -> Summary:
+    def of(cls, conversation: Summarised) -> Summary:
         return cls(
             backend_id=conversation.backend_id,
             session_id=conversation.session_id,
@@ -110,7 +133,7 @@ class SummaryIndex:
     def __init__(
         self,
         directory: Path,
-        read: Callable[[Path], Conversation],
+        read: Callable[[Path], Summarised],
         path: Callable[[str], Path],
     ) -> None:
         self.directory = directory
@@ -134,7 +157,7 @@ class SummaryIndex:
         self._opened: dict[str, Summary] = {}
 
     # -- kept in step by the store ---------------------------------------------------
-    def saved(self, conversation: Conversation) -> None:
+    def saved(self, conversation: Summarised) -> None:
         with self._lock:
             self._saved[conversation.backend_id] = conversation.session_id
 
@@ -146,7 +169,7 @@ class SummaryIndex:
                 self._dirty = True
 
     # -- reading -----------------------------------------------------------------------
-    def scan(self, open_now: Mapping[str, Conversation]) -> list[Summary]:
+    def scan(self, open_now: Mapping[str, Summarised]) -> list[Summary]:
         """Every conversation kept: one stat per log, a read only for the logs that changed."""
         known = self._loaded()
         fresh: dict[str, _Entry] = {}
@@ -194,7 +217,7 @@ class SummaryIndex:
         self._found, self._opened = list(found.values()), opened
         return self._found
 
-    def of_session(self, session_id: str, open_now: Mapping[str, Conversation]) -> list[Summary]:
+    def of_session(self, session_id: str, open_now: Mapping[str, Summarised]) -> list[Summary]:
         """The conversations of one session: a stat per chat of it, no scan once one was made.
 
         A session this index has not seen is looked for with a scan, in case
@@ -209,7 +232,7 @@ class SummaryIndex:
             found = self._session(session_id, open_now)
         return found
 
-    def _session(self, session_id: str, open_now: Mapping[str, Conversation]) -> list[Summary]:
+    def _session(self, session_id: str, open_now: Mapping[str, Summarised]) -> list[Summary]:
         with self._lock:
             candidates = set(self._sessions.get(session_id, ()))
             candidates.update(b for b, s in self._saved.items() if s == session_id)
