@@ -4,17 +4,23 @@ scripted demo agent, keys typed and the screen read back."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pexpect
 import pytest
+from websockets.asyncio.client import connect
 
+from ahpcore.protocol.uris import default_chat_uri
+from ahpcore.protocol.wire import assert_valid_frame
 from tests.operate.running import Serving, serve
 
 #: Everything a terminal takes as a command rather than text: CSI, OSC, charset and
@@ -57,6 +63,7 @@ class Screen:
             env=env,
             timeout=30,
         )
+        self.host = host
         self.raw = ""
         self.seen = 0
 
@@ -260,3 +267,67 @@ def test_no_host_at_the_address_is_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stderr.startswith("ahp: no AHP host answers at ws://127.0.0.1:9/")
+
+
+async def _start_turn_elsewhere(host: Serving, session: str, text: str) -> None:
+    """Another client of the same session starts a turn."""
+    chat_uri = default_chat_uri(session)
+    async with connect(
+        host.url, additional_headers={"Authorization": f"Bearer {host.token}"}
+    ) as ws:
+        requests = [
+            (
+                "initialize",
+                {"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "other"},
+            ),
+            ("subscribe", {"channel": chat_uri}),
+        ]
+        for ident, (method, params) in enumerate(requests, 1):
+            await ws.send(
+                json.dumps({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+            )
+            while True:
+                frame = json.loads(await ws.recv())
+                if frame.get("id") == ident:
+                    assert_valid_frame(frame, direction="server", request_method=method)
+                    assert "result" in frame, frame
+                    break
+        action = {
+            "type": "chat/turnStarted",
+            "turnId": str(uuid.uuid4()),
+            "startedAt": "2026-01-01T00:00:00.000Z",
+            "message": {"text": text, "origin": {"kind": "user"}},
+        }
+        await ws.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "dispatchAction",
+                    "params": {"channel": chat_uri, "clientSeq": 1, "action": action},
+                }
+            )
+        )
+        while True:  # until the host has taken it
+            frame = json.loads(await ws.recv())
+            if (
+                frame.get("method") == "action"
+                and frame["params"].get("origin", {}).get("clientSeq") == 1
+            ):
+                assert "rejectionReason" not in frame["params"], frame
+                return
+
+
+def test_a_turn_another_client_starts_is_shown_and_the_draft_kept(chat: Screen) -> None:
+    match = re.search(r"(ahp-session:/[0-9a-f-]+) \(new\)", chat.text())
+    assert match is not None
+    chat.child.send("partial")  # typed, not sent
+    chat.settle(0.5)
+    anyio.run(_start_turn_elsewhere, chat.host, match.group(1), "think")
+    chat.wait(r"> think")
+    chat.wait(r"Done thinking\.")
+    chat.wait(PROMPT)
+    chat.wait(r"partial")  # the draft is back at the prompt
+    chat.type(" words")
+    chat.wait(r"I don't know what to do with “partial words”")
+    chat.wait(PROMPT)
+    assert chat.quit() == 0
