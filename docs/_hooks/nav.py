@@ -14,6 +14,7 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Home", "index.md"),
     ("Getting started", "getting-started.md"),
     ("Writing a client", "clients.md"),
+    ("Chatting from the terminal", "chat.md"),
     ("Configuration", "configuration.md"),
     ("Running as a service", "service.md"),
     ("Plugins", [("Writing plugins", "plugins.md"), ("Hook reference", "hooks.md")]),
