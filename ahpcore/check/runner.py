@@ -21,7 +21,7 @@ from typing import Any, TypeGuard
 
 import anyio
 
-from ahpcore.check.client import Answer, CheckError, HostConnection, Observations
+from ahpcore.check.client import Answer, CheckError, HostConnection, NoAnswer, Observations
 from ahpcore.check.replay import channel_kind, first_difference, fold
 from ahpcore.check.results import CheckResult
 from ahpcore.protocol.errors import (
@@ -547,15 +547,20 @@ async def _run_turn(
         left = deadline - anyio.current_time()
         if left <= 0:
             raise Failed(f"the turn did not end within {run.options.turn_timeout:g}s")
-        frame = await host.recv_until(
-            lambda f: (
-                _is_action(f, chat, "chat/toolCallReady")
-                or _is_action(f, chat, "chat/inputRequested")
-                or any(_is_action(f, chat, end, turnId=turn) for end in TURN_ENDS)
-            ),
-            left,
-            waiting_for=f"the end of turn {turn}",
-        )
+        try:
+            frame = await host.recv_until(
+                lambda f: (
+                    _is_action(f, chat, "chat/toolCallReady")
+                    or _is_action(f, chat, "chat/inputRequested")
+                    or any(_is_action(f, chat, end, turnId=turn) for end in TURN_ENDS)
+                ),
+                left,
+            )
+        except NoAnswer:
+            raise Failed(
+                f"the turn did not end within {run.options.turn_timeout:g}s"
+                " (no chat/turnComplete, chat/error or chat/turnCancelled)"
+            ) from None
         action = frame["params"]["action"]
         kind = action["type"]
         if kind in TURN_ENDS:
@@ -631,7 +636,8 @@ async def cancel_check(run: Run) -> str:
 async def second_chat_check(run: Run) -> str:
     session = _need_session(run)
     assert run.agent is not None
-    if not (run.agent.get("capabilities") or {}).get("multipleChats"):
+    # An empty object offers chats; only fork and sideChat need its flags.
+    if not isinstance((run.agent.get("capabilities") or {}).get("multipleChats"), dict):
         raise Skipped("the agent does not offer capabilities.multipleChats")
     chat = f"ahp-chat:/{uuid.uuid4()}"
     answer = await run.host.request("createChat", {"channel": session, "chat": chat})
@@ -981,6 +987,8 @@ async def _one(run: Run, check: Check) -> CheckResult:
             return CheckResult(check.name, "skip", f"needs {name}, which did not run")
         if needed.status != "pass":
             why = (needed.detail.splitlines() or [""])[0]
+            if needed.status == "skip" and why.startswith("needs "):
+                return CheckResult(check.name, "skip", why)  # the first reason, not a chain
             word = "failed" if needed.status == "fail" else "was skipped"
             return CheckResult(check.name, "skip", f"needs {name}, which {word}: {why}")
     options = run.options
