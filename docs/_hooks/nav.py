@@ -17,7 +17,15 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Chatting from the terminal", "chat.md"),
     ("Configuration", "configuration.md"),
     ("Running as a service", "service.md"),
-    ("Plugins", [("Writing plugins", "plugins.md"), ("Hook reference", "hooks.md")]),
+    ("Architecture", "architecture.md"),
+    (
+        "Plugins",
+        [
+            ("Writing plugins", "plugins.md"),
+            ("Hook reference", "hooks.md"),
+            ("The plugin API", "plugin-api.md"),
+        ],
+    ),
     (
         "Backends",
         [
@@ -27,6 +35,7 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ),
     ("Security", "security.md"),
     ("Compatibility", "compatibility.md"),
+    ("Conformance check", "check.md"),
 ]
 
 

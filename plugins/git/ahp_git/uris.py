@@ -9,24 +9,24 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs, quote_from_bytes, unquote_to_bytes, urlsplit
 
+from ahpcore import api
+
 #: ``ahp-git:/abs/path?ref=<commit or tree>``: what a file was at ``ref``.
 SCHEME = "ahp-git"
 
 
 def file_uri(path: bytes) -> str:
-    return "file://" + quote_from_bytes(path, safe="/")
+    return api.file_uri(path)
 
 
 def path_of_file_uri(uri: str) -> bytes:
-    """The local path a ``file:`` URI (or a bare absolute path) names."""
+    """The local path a ``file:`` URI (or a bare absolute path) names, as git reads it."""
     if uri.startswith("/"):
         return os.fsencode(uri)
-    parts = urlsplit(uri)
-    if parts.scheme != "file":
-        raise ValueError(f"{uri!r} is not a file: URI")
-    if parts.netloc not in ("", "localhost"):
-        raise ValueError(f"{uri!r} names another machine ({parts.netloc})")
-    return unquote_to_bytes(parts.path)
+    path = api.path_of_file_uri(uri)
+    if path is None:
+        raise ValueError(f"{uri!r} is not a file: URI of this machine")
+    return os.fsencode(path)
 
 
 def blob_uri(path: bytes, ref: str) -> str:

@@ -10,11 +10,11 @@ from ahpcore.hookspecs import hookimpl
 from {{ cookiecutter.__package }}.backend import PROVIDER, Backend
 
 if TYPE_CHECKING:
-    from ahpcore.host import Host
+    from ahpcore.api import PluginHost
     from ahpcore.ports import Backend as BackendPort
 
 
 @hookimpl
-def ahp_backends(host: Host, register: Callable[[BackendPort], None]) -> None:
+def ahp_backends(host: PluginHost, register: Callable[[BackendPort], None]) -> None:
     # Each backend keeps its conversations under the host's state directory.
     register(Backend(host.settings.state_dir / PROVIDER))
