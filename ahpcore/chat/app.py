@@ -266,9 +266,12 @@ class Chat:
         async with anyio.create_task_group() as tasks:
 
             async def watch() -> None:
-                nonlocal stale
-                while valid():
-                    await self.changed()
+                nonlocal stale, failed
+                try:
+                    while valid():
+                        await self.changed()
+                except Closed as exc:
+                    failed = exc  # the connection is gone: so is the prompt
                 stale = True
                 tasks.cancel_scope.cancel()
 
@@ -462,6 +465,8 @@ class Chat:
                 typed = await self._ask(f"Allow? {answers.approval_hint(call)}", valid)
             except Stale:
                 return
+            except EOFError:  # Ctrl-D: no
+                typed = "n"
             decision = answers.decide(call, typed)
             if decision is not None:
                 break
@@ -503,6 +508,8 @@ class Chat:
                 typed = (await self._ask("Give the result to the agent? y/n", valid)).strip()
             except Stale:
                 return
+            except EOFError:  # Ctrl-D: no
+                typed = "n"
             if typed.lower() in answers.YES + answers.NO:
                 break
         assert self.model.chat_uri is not None

@@ -158,6 +158,23 @@ def test_an_approval_answered_n_with_a_suggestion_denies_it(chat: Screen) -> Non
     assert chat.quit() == 0
 
 
+def test_ctrl_c_at_an_approval_cancels_the_turn_and_ctrl_d_denies(chat: Screen) -> None:
+    chat.type("echo first")
+    chat.wait(r"Allow\?.*>")
+    chat.child.sendcontrol("c")
+    chat.wait(r"cancelling…")
+    chat.wait(r"\(turn cancelled\)")
+    chat.wait(PROMPT)
+    chat.type("echo second")
+    chat.wait(r"Allow\?.*>")
+    chat.child.sendcontrol("d")
+    chat.wait(r"✗ denied")
+    chat.wait(r"Okay, I won't echo that\.")
+    chat.wait(PROMPT)
+    assert "Echoed" not in chat.text()
+    assert chat.quit() == 0
+
+
 def test_always_approves_the_same_tool_without_asking_again(chat: Screen) -> None:
     chat.type("echo one")
     chat.wait(r"Allow\?")
@@ -230,6 +247,22 @@ def test_opening_a_session_shows_its_turns(host: Serving, tmp_path: Path, chat: 
         assert again.quit() == 0
     finally:
         again.close()
+
+
+def test_a_host_that_stops_ends_the_chat_with_the_reason(tmp_path: Path) -> None:
+    own = serve(tmp_path / "state", env=host_env())
+    screen = Screen(own, tmp_path, "--agent", "scripted")
+    try:
+        screen.wait(PROMPT)
+        own.stop()
+        screen.child.expect(pexpect.EOF, timeout=30)
+        screen.child.close()
+        screen.raw += screen.child.before or ""
+        assert screen.child.exitstatus == 1
+        assert re.search(r"ahp: .*(connection|closed)", screen.text()), screen.text()
+    finally:
+        screen.close()
+        own.stop()
 
 
 def test_list_names_the_agents_and_sessions(host: Serving, tmp_path: Path) -> None:
