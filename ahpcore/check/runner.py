@@ -479,7 +479,8 @@ async def create_session_check(run: Run) -> str:
         action = frame["params"]["action"]
         if action["type"] == "session/creationFailed":
             raise Failed(f"the session failed to start: {action.get('error')}")
-        state = run.host.snapshots.get(uri, (None, state))[1]
+        from_seq, snapshot = run.host.snapshots.get(uri, (None, state))
+        state, _ = fold("session", snapshot, run.host.actions_for(uri), after=from_seq)
     chats = [c.get("resource") for c in state.get("chats") or [] if isinstance(c, dict)]
     run.chat = state.get("defaultChat") or (chats[0] if chats else None)
     if not run.chat:
@@ -696,6 +697,8 @@ async def reconnect_replay_check(run: Run) -> str:
         raise Failed(f"initialize subscribing {channels} answered {answer.describe()}")
     await away.sync()
     last_seen = away.last_seq if away.last_seq is not None else away.initial_seq
+    if not _is_number(last_seen):
+        raise Failed(f"initialize answered serverSeq {last_seen!r}: nothing to reconnect from")
     base = {
         channel: fold(_kind(channel, away), state, away.actions_for(channel), after=from_seq)[0]
         for channel, (from_seq, state) in away.snapshots.items()
@@ -1004,6 +1007,10 @@ async def _one(run: Run, check: Check) -> CheckResult:
         status, text = "fail", str(exc)
     except TimeoutError:
         status, text = "fail", f"not done within {budget:g}s"
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
+        # An answer of a shape the check did not expect: the host's fault, reported
+        # as one (frames.strict names the shape), never a traceback that ends the run.
+        status, text = "fail", f"cannot read what the host answered ({type(exc).__name__}: {exc})"
     return CheckResult(check.name, status, text, time.monotonic() - started)  # type: ignore[arg-type]
 
 

@@ -205,12 +205,13 @@ class FakeHost:
                 "provider": "fake",
                 "title": "",
                 "status": 1,
-                "lifecycle": "ready",
+                "lifecycle": "creating",
                 "activeClients": [],
                 "chats": [summary],
                 "defaultChat": chat,
             },
         )
+        self.ready_soon(uri)
         await self.notify_root(
             "root/sessionAdded",
             {
@@ -291,6 +292,16 @@ class FakeHost:
         await self.apply(channel, action, origin)
         if action["type"] == "chat/turnStarted" and "turn-never-ends" not in self.faults:
             self.later(channel, action["turnId"])
+
+    def ready_soon(self, session: str) -> None:
+        """A session is created ``creating`` and made ready a moment later, as the protocol has it."""
+
+        async def ready() -> None:
+            await anyio.sleep(0.1)
+            if session in self.channels:
+                await self.apply(session, {"type": "session/ready"})
+
+        self.group.start_soon(ready)
 
     def later(self, chat: str, turn: str) -> None:
         async def answer() -> None:
