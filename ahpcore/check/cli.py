@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-#: A flag's help shows no metavar (typer would print one for a bool).
-_FLAG: dict[str, Any] = {"metavar": ""}
+from ahpcore.operate.options import JsonOption
 
 
 def check_command(
@@ -33,15 +32,7 @@ def check_command(
             show_default="none",
         ),
     ] = None,
-    json_output: Annotated[
-        bool,
-        typer.Option(
-            "--json",
-            help="Machine-readable output: an object whose checks list has one entry a check.",
-            show_default="off",
-            **_FLAG,
-        ),
-    ] = False,
+    json_output: JsonOption = False,
     junit: Annotated[
         Path | None,
         typer.Option(
