@@ -32,6 +32,8 @@ from ahpcore.protocol.uris import ROOT_CHANNEL, alias_uri, file_uri
 
 #: Sessions listed before picking one.
 LISTED = 10
+#: Sessions asked for a page at a time, at most this many pages, to find one by id.
+PAGE, MAX_PAGES = 500, 1000
 
 
 def register(app: typer.Typer) -> None:
@@ -139,7 +141,7 @@ async def _main(
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(chat.consume)
             try:
-                summaries = await _sessions(link)
+                summaries = await _sessions(link, everything=session is not None)
                 if list_only:
                     _list(console, model, summaries)
                     return 0
@@ -167,9 +169,17 @@ async def _main(
     return 0
 
 
-async def _sessions(link: Any) -> list[dict[str, Any]]:
-    page = await link.request("listSessions", {"channel": ROOT_CHANNEL, "limit": 100})
-    return [s for s in (page or {}).get("items") or [] if isinstance(s, dict)]
+async def _sessions(link: Any, everything: bool) -> list[dict[str, Any]]:
+    """The host's sessions, newest first: the first page, or every page to find one by id."""
+    found: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"channel": ROOT_CHANNEL, "limit": PAGE}
+    for _ in range(MAX_PAGES if everything else 1):
+        page = await link.request("listSessions", params) or {}
+        found.extend(s for s in page.get("items") or [] if isinstance(s, dict))
+        if not page.get("nextCursor"):
+            break
+        params["cursor"] = page["nextCursor"]
+    return found
 
 
 def _list(console: Any, model: Any, summaries: list[dict[str, Any]]) -> None:

@@ -68,11 +68,9 @@ class Link:
                     self._events_in.send_nowait(frame)
             self.closed = "the host closed the connection"
         except ConnectionClosed as exc:
-            self.closed = (
-                f"the connection closed ({exc.rcvd.reason or exc.rcvd.code})"
-                if (exc.rcvd)
-                else "the connection was lost"
-            )
+            said = exc.rcvd
+            why = f" ({said.reason or said.code})" if said is not None else ""
+            self.closed = f"the host closed the connection{why}"
         finally:
             self.closed = self.closed or "the connection ended"
             for event, _ in self._answers.values():

@@ -265,6 +265,22 @@ def test_a_host_that_stops_ends_the_chat_with_the_reason(tmp_path: Path) -> None
         own.stop()
 
 
+def test_without_a_choice_it_asks_which_session_or_agent(host: Serving, tmp_path: Path) -> None:
+    screen = Screen(host, tmp_path)
+    try:
+        screen.wait(r"Agents")
+        screen.wait(r"A session's number, or an agent for a new one \[scripted\]:")
+        screen.type("nobody")
+        screen.wait(r"no session nobody and no agent by that name")
+        screen.wait(r"\[scripted\]:")
+        screen.type("")
+        screen.wait(r"Demo agent  ahp-session:/\S+ \(new\)")
+        screen.wait(PROMPT)
+        assert screen.quit() == 0
+    finally:
+        screen.close()
+
+
 def test_list_names_the_agents_and_sessions(host: Serving, tmp_path: Path) -> None:
     assert host.token is not None
     done = subprocess.run(
