@@ -583,7 +583,11 @@ class ClaudeBackend:
             entries = transcripts.up_to(transcripts.read_entries(path), fork_of[1])
         else:
             return False
-        transcripts.rebuild(
+        # Loaded with the first transcript read, not with the host: the replay brings the
+        # core's turn recorder along.
+        from ahp_claude import rebuild
+
+        rebuild.rebuild(
             entries,
             reader,
             sidecar["calls"],

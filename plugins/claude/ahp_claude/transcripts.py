@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from ahp_claude.tagged import between
-from ahpcore.sessions.contract import TranscriptReader
 
 INTERRUPTED = "[Request interrupted by user"
 
@@ -142,19 +141,6 @@ def turns(
     if found:
         found[-1][1].extend(waiting)
     return found
-
-
-def rebuild(
-    entries: list[dict[str, Any]],
-    reader: TranscriptReader,
-    decisions: Mapping[str, Mapping[str, Any]] | None = None,
-    turn_ids: Mapping[str, str] | None = None,
-    **more: Any,
-) -> None:
-    """Every turn of a transcript through ``reader`` (see ``ahp_claude.rebuild``)."""
-    from ahp_claude.rebuild import rebuild as replay
-
-    replay(entries, reader, decisions, turn_ids, **more)
 
 
 def _turn_span(entries: list[dict[str, Any]], *ids: str) -> tuple[int, int] | None:
