@@ -22,7 +22,6 @@ from ahpcore.operate.sessions import (
     StateDirOption,
     TokenFileOption,
     TokenOption,
-    UrlOption,
     find_source,
     pick,
     status_words,
@@ -36,6 +35,17 @@ LISTED = 10
 PAGE, MAX_PAGES = 500, 1000
 
 
+UrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        envvar="AHP_URL",
+        help="Talk to the host listening at this address (ws://127.0.0.1:8765/).",
+        show_default="the host holding the state folder",
+    ),
+]
+
+
 def register(app: typer.Typer) -> None:
     """Add ``chat`` to the ``ahp`` command."""
     app.command("chat")(chat_command)
@@ -46,7 +56,9 @@ def chat_command(
         str | None,
         typer.Option(
             "--session",
-            help="Open this session: its URI, id, or enough of the id's start.",
+            metavar="<session>",
+            help="Open this session: its URI, id, or enough of the id's start "
+            "(no environment variable).",
             show_default="ask, or start a new one",
         ),
     ] = None,
@@ -54,7 +66,9 @@ def chat_command(
         str | None,
         typer.Option(
             "--agent",
-            help="Start a new session with this agent (its provider name, as --list shows).",
+            metavar="<provider>",
+            help="Start a new session with this agent: its provider name, as --list shows "
+            "(no environment variable).",
             show_default="ask, or the first agent",
         ),
     ] = None,
@@ -62,7 +76,8 @@ def chat_command(
         Path | None,
         typer.Option(
             "--folder",
-            help="The working folder of a new session.",
+            metavar="<folder>",
+            help="The working folder of a new session (no environment variable).",
             show_default="the current folder",
         ),
     ] = None,
@@ -70,7 +85,7 @@ def chat_command(
         bool,
         typer.Option(
             "--list",
-            help="List the host's agents and recent sessions, then stop.",
+            help="List the host's agents and recent sessions, then stop (no environment variable).",
             show_default="off",
             **FLAG,
         ),
