@@ -5,7 +5,7 @@ A startup hook (``ahp_backends``, ``ahp_changes``, ...) receives a
 background work, the ports other plugins answered, the open sessions and their
 folders, a listing row's ``_meta``, root config and the host's settings.
 Everything else a plugin needs is a port Protocol (``ahpcore.ports``, the
-backend contract in ``ahpcore.sessions.contract``), the protocol's own data
+backend contract in ``ahpcore.ports.backend``), the protocol's own data
 (``ahpcore.protocol``) or a helper named here. ``docs/plugin-api.md`` is
 generated from this module.
 """
@@ -19,6 +19,7 @@ from typing import Any
 
 from ahpcore.engine.core import Engine
 from ahpcore.findings import Check
+from ahpcore.ports import SessionStore
 from ahpcore.protocol.uris import ROOT_CHANNEL, file_uri, first_local_path, path_of_file_uri
 from ahpcore.services.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
@@ -76,11 +77,13 @@ class PluginHost:
         ports: Mapping[str, Any],
         plugin_names: Callable[[], list[str]],
         method_names: Callable[[], list[str]],
+        session_store: Callable[[], SessionStore | None] = lambda: None,
     ) -> None:
         self._engine_of = engine
         self._tasks = tasks
         self._plugin_names = plugin_names
         self._method_names = method_names
+        self._session_store = session_store
         self._settings = settings
         self._ports: Mapping[str, Any] = MappingProxyType(ports)
 
@@ -177,6 +180,12 @@ class PluginHost:
         if channel is None or channel.kind != "session":
             return MappingProxyType({})
         return MappingProxyType(dict(channel.state.get("_meta") or {}))
+
+    async def session_record(self, session_id: str) -> Mapping[str, Any] | None:
+        """What the host keeps of a session on top of its backend (title, folders, config,
+        chats...), by session id; None when it keeps nothing. Reads the session store."""
+        store = self._session_store()
+        return await store.get(session_id) if store is not None else None
 
     def change_row_meta(self, row: dict[str, Any], key: str, value: Any) -> None:
         """Tell clients that ``_meta[key]`` of a listed session's row is now ``value``

@@ -110,10 +110,12 @@ def _build_app() -> typer.Typer:
     built.command("compat")(compat_command)
     built.command()(version)
     built.command("token")(token_command)
+    from ahpcore.check.cli import register as register_check
     from ahpcore.operate import doctor, sessions
 
     built.command("doctor")(doctor.doctor_command)
     built.add_typer(sessions.build_app(), name="sessions")
+    register_check(built)  # ahp check: a conformance kit, run against any host
     from ahpcore.plugin_commands import add_plugin_commands
 
     add_plugin_commands(built)  # ahp_cli_commands: ``ahp claude login`` and the like

@@ -118,6 +118,7 @@ class Host:
             ports=self.ports,
             plugin_names=self.plugins.names,
             method_names=lambda: list(router.routes),
+            session_store=lambda: self.session_store,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(

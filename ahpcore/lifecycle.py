@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ahpcore.awaitables import resolve
-from ahpcore.sessions.contract import Agent, TurnInput, TurnReporter
+from ahpcore.ports.backend import Agent, TurnInput, TurnReporter
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import anyio
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
-from ahpcore.sessions.contract import Abilities, CataloguePage, CatalogueRow
+from ahpcore.ports.backend import Abilities, CataloguePage, CatalogueRow
 from ahpcore.testing import running_host
 
 

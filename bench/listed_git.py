@@ -25,8 +25,8 @@ from catalogue import Listed, Plugin  # beside this script
 
 from ahp_git import plugin as git_plugin
 from ahpcore.host import HostSettings
+from ahpcore.ports.backend import CatalogueRow
 from ahpcore.sessions import manager
-from ahpcore.sessions.contract import CatalogueRow
 from ahpcore.testing import running_host
 
 

@@ -1,10 +1,10 @@
 """Sessions, chats and turns: the backend-neutral heart of the host.
 
-Backends talk to the core only through ``ahpcore.sessions.contract``; the core
+Backends talk to the core only through ``ahpcore.ports.backend``; the core
 alone turns what they report into protocol actions.
 """
 
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Abilities,
     Agent,
     AgentControls,

@@ -12,9 +12,9 @@ from typing import Any
 
 from ahpcore.awaitables import resolve
 from ahpcore.engine.core import Dispatch, Refused
+from ahpcore.ports.backend import AgentRefused, Approval, InputAnswer
 from ahpcore.protocol.errors import ProtocolError
 from ahpcore.sessions import calls
-from ahpcore.sessions.contract import AgentRefused, Approval, InputAnswer
 from ahpcore.sessions.folders import check_folder
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import SessionRegistry

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ahpcore.sessions.contract import Approval, InputAnswer, TurnEnded
+from ahpcore.ports.backend import Approval, InputAnswer, TurnEnded
 from ahpcore.sessions.live import Hub, LiveChat, PendingAsk
 
 

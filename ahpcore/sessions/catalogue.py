@@ -27,11 +27,11 @@ import anyio
 import anyio.to_thread
 
 from ahpcore.awaitables import resolve
+from ahpcore.ports.backend import Backend, CataloguePage, CatalogueRow
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
 from ahpcore.sessions import calls
 from ahpcore.sessions import state as states
-from ahpcore.sessions.contract import Backend, CataloguePage, CatalogueRow
 from ahpcore.store.private import private_sqlite, tighten_sqlite
 
 log = logging.getLogger(__name__)

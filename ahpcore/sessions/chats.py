@@ -10,6 +10,7 @@ from typing import Any
 
 from ahpcore.awaitables import resolve
 from ahpcore.engine.clients import Client
+from ahpcore.ports.backend import Backend
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
@@ -19,7 +20,6 @@ from ahpcore.protocol.errors import (
 )
 from ahpcore.sessions import calls, composer
 from ahpcore.sessions import state as states
-from ahpcore.sessions.contract import Backend
 from ahpcore.sessions.folders import check_folders
 from ahpcore.sessions.live import LiveSession
 from ahpcore.sessions.registry import SessionRegistry

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import anyio
 
 from ahpcore.engine.channels import Channel
-from ahpcore.sessions.contract import Agent, Backend, ChatStart, SessionReporter, TurnReporter
+from ahpcore.ports.backend import Agent, Backend, ChatStart, SessionReporter, TurnReporter
 
 
 class Hub(Protocol):

@@ -29,6 +29,7 @@ from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
 from ahpcore.engine.router import Router
 from ahpcore.lifecycle import Lifecycle, SessionCreation
+from ahpcore.ports.backend import Backend, CatalogueRow
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import (
     INVALID_PARAMS,
@@ -43,7 +44,6 @@ from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
-from ahpcore.sessions.contract import Backend, CatalogueRow
 from ahpcore.sessions.folders import check_folders
 from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import LiveChat, LiveSession

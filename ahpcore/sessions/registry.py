@@ -18,10 +18,10 @@ import anyio
 
 from ahpcore.engine.core import Engine
 from ahpcore.lifecycle import Lifecycle, TurnStart
+from ahpcore.ports.backend import Backend, ChatStart, SessionReporter
 from ahpcore.protocol import uris
 from ahpcore.sessions import composer
 from ahpcore.sessions import state as states
-from ahpcore.sessions.contract import Backend, ChatStart, SessionReporter
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.reporter import EditServer, subagent_chat_uri
 from ahpcore.sessions.runner import ChatRunner

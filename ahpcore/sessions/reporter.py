@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from ahpcore.ports.backend import Cost, PendingEdit, TurnOrigin, TurnReporter
 from ahpcore.sessions import state as states
 from ahpcore.sessions.asker import ChatAsker
-from ahpcore.sessions.contract import Cost, PendingEdit, TurnOrigin, TurnReporter
 from ahpcore.sessions.live import Runner
 from ahpcore.sessions.turns import TurnRecorder, usage_info
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import anyio
 
+from ahpcore.ports.backend import Agent, PendingEdit, TurnEnded, TurnInput
 from ahpcore.sessions import state as states
 from ahpcore.sessions.asker import ChatAsker
-from ahpcore.sessions.contract import Agent, PendingEdit, TurnEnded, TurnInput
 from ahpcore.sessions.live import Hub, LiveChat, Runner
 from ahpcore.sessions.reporter import AgentReporter, ChildChats, EditServer, end_child
 from ahpcore.sessions.turns import TurnRecorder

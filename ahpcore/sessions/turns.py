@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Approval,
     ApprovalOption,
     Cost,

@@ -20,15 +20,15 @@ import pytest
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
-from ahpcore.rpc.framing import dumps_answer_in_slices
-from ahpcore.sessions.catalogue import REFRESH_SECONDS, REFRESH_SHARE, CatalogueIndex
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Abilities,
     CataloguePage,
     CatalogueRow,
     ChatStart,
     TranscriptReader,
 )
+from ahpcore.rpc.framing import dumps_answer_in_slices
+from ahpcore.sessions.catalogue import REFRESH_SECONDS, REFRESH_SHARE, CatalogueIndex
 from ahpcore.testing import running_host
 from ahpcore.transports.websocket import PART_CHARS
 from tests.sessions.conftest import SID, open_session

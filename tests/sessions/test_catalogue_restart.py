@@ -9,7 +9,7 @@ import pytest
 
 from ahp_scripted import ScriptedBackend
 from ahp_scripted.catalogue import CACHE_NAME
-from ahpcore.sessions.contract import ChatStart
+from ahpcore.ports.backend import ChatStart
 from tests.sessions.conftest import open_session, script, start_turn, turn_end
 
 pytestmark = pytest.mark.anyio

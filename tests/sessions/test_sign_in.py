@@ -6,7 +6,7 @@ import pytest
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
-from ahpcore.sessions.contract import Abilities
+from ahpcore.ports.backend import Abilities
 from ahpcore.testing import running_host
 from tests.sessions.conftest import is_action, start_turn, turn_end
 

@@ -16,7 +16,7 @@ import pytest
 
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Abilities,
     ChatStart,
     SessionReporter,

@@ -18,7 +18,7 @@ from ahp_scripted.catalogue import Summary
 from ahp_scripted.gates import Gates
 from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
 from ahp_scripted.transcript import RecordingReporter, replay
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Abilities,
     AgentRefused,
     BackendNotifier,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ahpcore.sessions.calls import pausing
+from ahpcore.api import pausing
 
 log = logging.getLogger(__name__)
 

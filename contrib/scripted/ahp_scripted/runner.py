@@ -32,7 +32,7 @@ from ahp_scripted.script import (
     Usage,
     Wait,
 )
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     ApprovalOption,
     Cost,
     InputAnswer,

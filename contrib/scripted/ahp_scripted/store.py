@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from ahp_scripted.catalogue import Summary, SummaryIndex
 from ahp_scripted.transcript import Report
-from ahpcore.store.private import private_folder
+from ahpcore.api import private_folder
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Approval,
     ApprovalOption,
     Cost,

@@ -20,9 +20,9 @@ from typing import Any, Literal
 import anyio
 
 from ahp_scripted import Script, ScriptedAgent, ScriptedBackend
+from ahpcore.ports.backend import Approval, ChatStart, InputAnswer, TurnInput
 from ahpcore.protocol.wire import format_issues, validate_value
 from ahpcore.reducers import reduce
-from ahpcore.sessions.contract import Approval, ChatStart, InputAnswer, TurnInput
 from ahpcore.sessions.turns import TurnRecorder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

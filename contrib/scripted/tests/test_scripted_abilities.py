@@ -9,8 +9,8 @@ import pytest
 from scripted_harness import Chat, backend, chat_start, message, rebuilt
 
 from ahp_scripted import AgentCrashed, Crash, Rule, Say, Script, ScriptedBackend
+from ahpcore.ports.backend import Agent, Backend, TurnInput
 from ahpcore.protocol.wire import validate_value
-from ahpcore.sessions.contract import Agent, Backend, TurnInput
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from scripted_harness import Chat, chat_start
 
 from ahp_scripted import Say, Script, ScriptedBackend
 from ahp_scripted.catalogue import CACHE_NAME
-from ahpcore.sessions.contract import CatalogueRow
+from ahpcore.ports.backend import CatalogueRow
 
 pytestmark = pytest.mark.anyio
 

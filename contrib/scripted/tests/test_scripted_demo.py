@@ -17,7 +17,7 @@ from ahp_scripted.loader import loads_script
 from ahp_scripted.script import ScriptError
 from ahpcore.host import Host, HostSettings
 from ahpcore.plugins import PluginManager, Selection
-from ahpcore.sessions.contract import Approval, InputAnswer
+from ahpcore.ports.backend import Approval, InputAnswer
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,8 @@ from ahp_scripted import (
     Usage,
     Wait,
 )
+from ahpcore.ports.backend import Approval, InputAnswer
 from ahpcore.protocol.wire import validate_value
-from ahpcore.sessions.contract import Approval, InputAnswer
 
 pytestmark = pytest.mark.anyio
 

@@ -25,8 +25,8 @@ from ahp_scripted import (
     Usage,
     Wait,
 )
+from ahpcore.ports.backend import Approval, InputAnswer, TurnInput
 from ahpcore.protocol.wire import validate_value
-from ahpcore.sessions.contract import Approval, InputAnswer, TurnInput
 
 pytestmark = pytest.mark.anyio
 

@@ -21,7 +21,8 @@ from ahp_claude.index import Row, TranscriptIndex
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.owners import ChatOwners
 from ahp_claude.probe import Watcher, run_probe, session_model
-from ahpcore.sessions.contract import (
+from ahpcore.api import private_folder
+from ahpcore.ports.backend import (
     Abilities,
     BackendNotifier,
     CataloguePage,
@@ -29,7 +30,6 @@ from ahpcore.sessions.contract import (
     ChatStart,
     TranscriptReader,
 )
-from ahpcore.store.private import private_folder
 
 if TYPE_CHECKING:  # claude-agent-sdk is loaded when the first chat starts, not with the host
     from ahp_claude.agent import ClaudeAgent

@@ -20,7 +20,7 @@ from typing import Any
 
 from ahp_claude import sdk
 from ahp_claude.tagged import every_between
-from ahpcore.sessions.contract import SessionReporter
+from ahpcore.ports.backend import SessionReporter
 
 #: The CLI's task types the protocol has a kind for.
 KINDS = {"local_bash": "shell", "local_agent": "subagent"}

@@ -17,7 +17,7 @@ from ahp_claude.backend import config_dir
 from ahpcore.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from ahpcore.operate.checks import Check
+    from ahpcore.api import Check
 
 #: The file the CLI's sign-in writes under its config folder (Linux, Windows).
 CREDENTIALS_FILE = ".credentials.json"
@@ -41,7 +41,7 @@ def _in_keychain() -> bool:
 
 
 def sign_in_check(env: dict[str, str] | None = None) -> Check:
-    from ahpcore.operate.checks import Check
+    from ahpcore.api import Check
 
     env = dict(os.environ if env is None else env)
     name = "claude sign-in"

@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ahp_claude.transcripts import prompt_text
-from ahpcore.sessions.calls import pausing
-from ahpcore.store.private import private_sqlite, tighten_sqlite
+from ahpcore.api import pausing, private_sqlite, tighten_sqlite
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ahpcore.sessions.contract import SessionReporter
+from ahpcore.ports.backend import SessionReporter
 
 if TYPE_CHECKING:  # the backend reads KEY at startup, before the SDK is wanted
     from claude_agent_sdk import ClaudeSDKClient

@@ -24,7 +24,7 @@ import anyio
 from ahp_claude import sdk
 from ahp_claude.background import last_notification
 from ahp_claude.turn_state import Turn
-from ahpcore.sessions.contract import TurnEnded, TurnOrigin
+from ahpcore.ports.backend import TurnEnded, TurnOrigin
 
 if TYPE_CHECKING:
     from ahp_claude.agent import ClaudeAgent

@@ -24,17 +24,18 @@ from ahpcore.hookspecs import hookimpl
 if TYPE_CHECKING:
     import typer
 
-    from ahpcore.host import Host
+    from ahpcore.api import PluginHost
     from ahpcore.ports import Backend
 
 
-def backend_for(host: Host, env: dict[str, str] | None = None, **options: Any) -> ClaudeBackend:
+def backend_for(
+    host: PluginHost, env: dict[str, str] | None = None, **options: Any
+) -> ClaudeBackend:
     def spawn(function: Callable[..., Any], *args: Any, name: str | None = None) -> None:
         host.spawn(function, *args, name=name)
 
     async def kept_record(session_id: str) -> Mapping[str, Any] | None:
-        store = getattr(host, "session_store", None)
-        return await store.get(session_id) if store is not None else None
+        return await host.session_record(session_id)
 
     return ClaudeBackend(
         host.settings.state_dir / "claude", spawn, env=env, kept_record=kept_record, **options
@@ -59,7 +60,7 @@ def _on(name: str) -> bool:
 
 
 @hookimpl
-def ahp_backends(host: Host, register: Callable[[Backend], None]) -> None:
+def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
     register(
         backend_for(
             host,

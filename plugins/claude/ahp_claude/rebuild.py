@@ -20,7 +20,8 @@ from ahp_claude import questions, tools
 from ahp_claude.background import notification_message
 from ahp_claude.tagged import between
 from ahp_claude.transcripts import INTERRUPTED, prompt_text, read_entries, turns
-from ahpcore.sessions.contract import (
+from ahpcore.api import TurnRecorder
+from ahpcore.ports.backend import (
     Approval,
     ApprovalOption,
     Cost,
@@ -28,7 +29,6 @@ from ahpcore.sessions.contract import (
     TranscriptReader,
     TurnReporter,
 )
-from ahpcore.sessions.turns import TurnRecorder
 
 DENIED = ("denied this tool call", "doesn't want to proceed", "user rejected")
 

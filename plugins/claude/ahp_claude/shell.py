@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ahpcore.store.private import write_private
+from ahpcore.api import write_private
 
 KEY = "shellInitScripts"
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ahpcore.sessions.contract import PendingEdit
+from ahpcore.ports.backend import PendingEdit
 
 #: The harness's tool names by the kind the reference client draws them as.
 KINDS: Mapping[str, str] = {

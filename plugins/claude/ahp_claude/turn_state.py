@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from ahp_claude import tools
-from ahpcore.sessions.contract import TurnReporter
+from ahpcore.ports.backend import TurnReporter
 
 
 @dataclass

@@ -174,7 +174,7 @@ def test_sandbox_presets_decide_what_the_cli_is_told(
     tmp_path: Path, claude_env: dict[str, str], preset: str, stored: dict, expected: object
 ):
     from ahp_claude.agent import ClaudeAgent
-    from ahpcore.sessions.contract import ChatStart
+    from ahpcore.ports.backend import ChatStart
 
     backend = ClaudeBackend(
         tmp_path / "state", no_spawn, env=claude_env, probe=False, watch=False, sandbox=preset

@@ -1,4 +1,4 @@
-"""The backend: what the host asks of it is in ``ahpcore.sessions.contract``.
+"""The backend: what the host asks of it is in ``ahpcore.ports.backend``.
 
 The agent answers every message the same way, to show each part of the
 contract once: it streams a reply, then asks to use a ``shout`` tool, which
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     Abilities,
     Approval,
     CatalogueRow,

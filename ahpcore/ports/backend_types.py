@@ -1,6 +1,6 @@
 """The values the backend contract passes around: abilities, turns, answers, rows.
 
-Part of ``ahpcore.sessions.contract``, which re-exports every name here; import
+Part of ``ahpcore.ports.backend``, which re-exports every name here; import
 them from there.
 """
 

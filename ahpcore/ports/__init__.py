@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ahpcore.sessions.contract import Backend
+from ahpcore.ports.backend import Backend
 
 __all__ = [
     "Backend",

@@ -30,7 +30,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ahpcore.sessions.contract_types import (
+from ahpcore.ports.backend_types import (
     JSON,
     Abilities,
     AgentRefused,
