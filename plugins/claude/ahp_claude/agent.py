@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,7 +35,7 @@ from ahp_claude.turn_state import (
     one_message,
     parsed_input,
 )
-from ahpcore.sessions.contract import (
+from ahpcore.ports.backend import (
     AgentRefused,
     ApprovalOption,
     ChatStart,
@@ -103,7 +104,15 @@ class ClaudeAgent:
         #: When the CLI last said anything, or a turn ended (time.monotonic()).
         self.last_active = time.monotonic()
         #: What the CLI offers (commands, skills, plugins, MCP servers) and the switches on it.
-        self.custom = Customizations(self)
+        directories = start.working_directories
+        self.custom = Customizations(
+            start.report,
+            backend.server_info,
+            directory=Path(to_path(directories[0])) if directories else backend.home,
+            home=backend.home,
+            client=lambda: self._client,
+            spawn=spawn,
+        )
         self.background = BackgroundTasks(
             start.report,
             command_of=self._command_of,

@@ -18,19 +18,18 @@ switch in the CLI and is refused with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
 
-from ahpcore.sessions.contract import AgentRefused
+from ahp_claude.names import Spawn
+from ahpcore.ports.backend import AgentRefused, SessionReporter
 
 if TYPE_CHECKING:
     from claude_agent_sdk import ClaudeSDKClient
-
-    from ahp_claude.agent import ClaudeAgent
 
 log = logging.getLogger(__name__)
 
@@ -279,9 +278,24 @@ def _shown(status: Mapping[str, Any]) -> bool:
 class Customizations:
     """One agent's view of what its CLI offers, published on the session as it learns more."""
 
-    def __init__(self, agent: ClaudeAgent) -> None:
-        self.agent = agent
-        probed = agent.backend.server_info
+    def __init__(
+        self,
+        report: SessionReporter | None,
+        probed: Mapping[str, Any],
+        *,
+        directory: Path,
+        home: Path,
+        client: Callable[[], ClaudeSDKClient | None],
+        spawn: Spawn,
+    ) -> None:
+        self._report = report
+        #: The session's first working directory (the home folder when it has none): where
+        #: a person would add a command, a skill or an agent of this session's own.
+        self.directory = directory
+        self._home = home
+        #: The SDK client of the CLI running now (None while none runs).
+        self._client = client
+        self._spawn = spawn
         # What the boot probe learned stands until this session's own CLI answers.
         self.commands: list[dict[str, Any]] = list(probed.get("commands") or ())
         self.agents: list[dict[str, Any]] = list(probed.get("agents") or ())
@@ -304,15 +318,8 @@ class Customizations:
         self.wanted: dict[str, bool] = {}
         self._settling = False
 
-    @property
-    def directory(self) -> Path:
-        from ahp_claude.agent import to_path  # the agent module imports this one
-
-        directories = self.agent.start.working_directories
-        return Path(to_path(directories[0])) if directories else self.agent.backend.home
-
     def items(self) -> list[dict[str, Any]]:
-        home = self.agent.backend.home
+        home = self._home
         made = containers(
             self.commands, self.directory, skills=self.skills, slash=self.slash, home=home
         )
@@ -323,7 +330,7 @@ class Customizations:
         return made
 
     def publish(self) -> None:
-        report = self.agent.start.report
+        report = self._report
         if report is None:
             return
         try:
@@ -376,7 +383,7 @@ class Customizations:
         fresh = {str(s["name"]): dict(s) for s in answer.get("mcpServers") or () if _shown(s)}
         old, self.servers = self.servers, fresh
         self.servers_heard = True
-        report = self.agent.start.report
+        report = self._report
         if publish_all or set(old) != set(fresh):
             self.publish()
             return
@@ -424,7 +431,7 @@ class Customizations:
             raise AgentRefused(f"this Claude session has no plugin {source}")
         before = self.plugin_switches.get(source)
         self.plugin_switches[source] = enabled
-        client = self.agent.client
+        client = self._client()
         if client is None:
             return  # applied when a CLI starts
         try:
@@ -454,7 +461,7 @@ class Customizations:
 
     async def mcp(self, name: str, enabled: bool) -> None:
         """Switch an MCP server through the CLI, then report the state the CLI reads back."""
-        client = self.agent.client
+        client = self._client()
         if self.servers_heard and name not in self.servers:
             raise AgentRefused(f"this Claude session has no MCP server {name}")
         if client is None:
@@ -472,7 +479,7 @@ class Customizations:
             raise AgentRefused(f"Claude Code could not switch MCP server {name}: {exc}") from None
         if not self._settling:
             # A server still starting is followed in the background: the client is answered now.
-            self.agent.backend.spawn(self.settle, client, name="claude mcp servers")
+            self._spawn(self.settle, client, name="claude mcp servers")
 
     async def _switch(self, client: ClaudeSDKClient, name: str, enabled: bool) -> None:
         status = (self.servers.get(name) or {}).get("status")
