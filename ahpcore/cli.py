@@ -110,12 +110,14 @@ def _build_app() -> typer.Typer:
     built.command("compat")(compat_command)
     built.command()(version)
     built.command("token")(token_command)
+    from ahpcore.chat.cli import register as register_chat
     from ahpcore.check.cli import register as register_check
     from ahpcore.operate import doctor, sessions
 
     built.command("doctor")(doctor.doctor_command)
     built.add_typer(sessions.build_app(), name="sessions")
     register_check(built)  # ahp check: a conformance kit, run against any host
+    register_chat(built)  # ahp chat: a terminal client
     from ahpcore.plugin_commands import add_plugin_commands
 
     add_plugin_commands(built)  # ahp_cli_commands: ``ahp claude login`` and the like
