@@ -1,0 +1,1 @@
+"""Agent Client Protocol agents as ahp backends: one provider per configured agent."""

@@ -1,0 +1,109 @@
+"""What this host keeps of an ACP agent's sessions: one small private JSON file per agent.
+
+The agent keeps its conversations itself (and replays one on ``session/load``);
+the file holds what it does not say: which ACP session a chat is, the session's
+title and folders for the catalogue, the ids clients knew its turns by, and
+what the agent advertised last (models, modes, options), so a restarted host
+lists them before the agent runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ahpcore.api import write_private
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+
+
+@dataclass
+class TurnNote:
+    """A turn as clients knew it: its id, when it started, how it ended."""
+
+    id: str
+    started_at: str
+    state: str = "cancelled"  # until it is known to have ended otherwise
+    duration_ms: int = 0
+    error: str | None = None
+
+
+@dataclass
+class ChatRecord:
+    backend_id: str
+    session_id: str
+    acp_session_id: str
+    created_at: str
+    modified_at: str
+    cwd: str
+    working_directories: list[str] = field(default_factory=list)
+    title: str = ""
+    turns: list[TurnNote] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChatRecord:
+        turns = [TurnNote(**t) for t in data.get("turns") or ()]
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "turns"}
+        return cls(**fields, turns=turns)
+
+
+class Records:
+    """The chats of one agent, and what it advertised; in memory, saved whole on change.
+
+    Read once; every save writes the whole file through an owner-only temporary
+    file and a rename (``write_private``).
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.chats: dict[str, ChatRecord] = {}
+        self.learned: dict[str, Any] = {}
+        self._lock = anyio.Lock()
+        self._load()
+
+    def _load(self) -> None:
+        if self.path is None:
+            return
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError):
+            log.warning("could not read %s; starting without it", self.path, exc_info=True)
+            return
+        for backend_id, chat in (data.get("chats") or {}).items():
+            try:
+                self.chats[backend_id] = ChatRecord.from_json(chat)
+            except TypeError:
+                log.warning("%s: chat %s is not in a shape this host reads", self.path, backend_id)
+        self.learned = dict(data.get("learned") or {})
+
+    async def save(self) -> None:
+        """Write the file: made on the event loop (the records are changed there), written
+        in a worker thread, one save after another."""
+        if self.path is None:
+            return
+        text = json.dumps(
+            {
+                "version": VERSION,
+                "learned": self.learned,
+                "chats": {k: c.to_json() for k, c in self.chats.items()},
+            },
+            indent=1,
+        )
+        # Shielded: a turn's ending is written even when a cancel ended it.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await anyio.to_thread.run_sync(write_private, self.path, text)

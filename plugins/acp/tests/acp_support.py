@@ -1,0 +1,127 @@
+"""A host whose ``acp`` plugin runs the fake ACP agent (``acp_fake_agent.py``) as a real
+subprocess, and what the tests do as a client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import ahp_acp.plugin
+from ahp_acp.agent import AcpChat
+from ahp_acp.backend import AcpBackend
+from ahpcore.host import HostSettings
+from ahpcore.testing import AhpTestClient, RunningHost, running_host
+
+FAKE = Path(__file__).with_name("acp_fake_agent.py")
+PROVIDER = "fake"
+SID = "00000000-0000-4000-8000-0000000000{:02d}"
+
+
+def agents_env(state: Path, **env: str) -> str:
+    """``AHP_ACP_AGENTS`` naming the fake agent, keeping its histories in ``state``."""
+    return json.dumps(
+        {
+            PROVIDER: {
+                "command": sys.executable,
+                "args": [str(FAKE)],
+                "env": {"FAKE_ACP_STATE": str(state), **env},
+                "displayName": "Fake",
+            }
+        }
+    )
+
+
+@asynccontextmanager
+async def acp_host(state_dir: Path) -> AsyncIterator[RunningHost]:
+    settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
+    async with running_host([("acp", ahp_acp.plugin)], settings=settings) as running:
+        yield running
+
+
+def backend_of(running: RunningHost) -> AcpBackend:
+    backend = running.host.backends[PROVIDER]
+    assert isinstance(backend, AcpBackend)
+    return backend
+
+
+def chat_of(running: RunningHost, chat: str) -> AcpChat:
+    for live in backend_of(running).live.values():
+        if live.start.chat_uri == chat:
+            return live
+    raise LookupError(chat)
+
+
+async def open_session(
+    client: AhpTestClient, workdir: Path, n: int = 1, **extra: Any
+) -> tuple[str, str]:
+    uri = f"{PROVIDER}:/{SID.format(n)}"
+    await client.request(
+        "createSession",
+        {"channel": uri, "provider": PROVIDER, "workingDirectories": [workdir.as_uri()], **extra},
+    )
+    snapshot = await client.request("subscribe", {"channel": uri})
+    chat = snapshot["snapshot"]["state"]["defaultChat"]
+    await client.request("subscribe", {"channel": chat})
+    return uri, chat
+
+
+async def connect_and_open(
+    running: RunningHost, workdir: Path, n: int = 1, **extra: Any
+) -> tuple[AhpTestClient, str, str]:
+    client = await running.connect("c1")
+    await client.initialize()
+    session, chat = await open_session(client, workdir, n, **extra)
+    return client, session, chat
+
+
+async def start_turn(
+    client: AhpTestClient, chat: str, text: str, turn_id: str, **message: Any
+) -> None:
+    seq = await client.dispatch(
+        chat,
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": "2026-11-30T00:00:00.000Z",
+            "message": {"text": text, "origin": {"kind": "user"}, **message},
+        },
+    )
+    await client.answer_to(seq)
+
+
+def is_action(kind: str, channel: str | None = None) -> Any:
+    def match(frame: dict[str, Any]) -> bool:
+        return (
+            frame.get("method") == "action"
+            and frame["params"]["action"]["type"] == kind
+            and (channel is None or frame["params"]["channel"] == channel)
+            and "rejectionReason" not in frame["params"]
+        )
+
+    return match
+
+
+async def turn_end(client: AhpTestClient, chat: str, timeout: float = 30) -> dict[str, Any]:
+    frame = await client.recv_until(
+        lambda f: (
+            f.get("method") == "action"
+            and f["params"]["channel"] == chat
+            and f["params"]["action"]["type"]
+            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+        ),
+        timeout=timeout,
+    )
+    return dict(frame["params"]["action"])
+
+
+async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
+    await client.sync()
+    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
+
+
+def parts(state: dict[str, Any], turn: int = -1) -> list[dict[str, Any]]:
+    return list(state["turns"][turn]["responseParts"])
