@@ -2,77 +2,97 @@
 
 The SDK client enters a task group when it connects and must leave it from the
 same task, so each agent runs its CLI in a task of its own (``_own``) that reads
-every message the CLI sends and hands it to the turn running now. Turns talk to
-the CLI by writing to it (``query``, ``interrupt``), which any task may do.
+every message the CLI sends and hands it on (``_on_message``): to the turn
+running now (``turn.Turn``), a background subagent's turn (``subagents``), or a
+turn the CLI begins by itself (``own_turns``). Turns talk to the CLI by writing
+to it (``query``, ``interrupt``), which any task may do.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
-from ahp_claude import client_tools, questions, rebuild, sdk, shell, tools, transcripts
+from ahp_claude import client_tools, sdk, shell, tools
 from ahp_claude.background import BackgroundTasks
 from ahp_claude.customizations import Customizations
 from ahp_claude.model_meta import ModelMeta
 from ahp_claude.names import PERMISSION_MODES, Spawn, entry_uuid, to_path
 from ahp_claude.own_turns import OwnTurns
+from ahp_claude.owners import ChatOwners
+from ahp_claude.records import SessionRecords, Sidecar
 from ahp_claude.subagents import BackgroundSubagents
-from ahp_claude.turn_state import (
-    Call,
-    Stream,
-    Turn,
-    about_sign_in,
-    is_client_tool,
-    one_message,
-    parsed_input,
-)
-from ahpcore.ports.backend import (
-    AgentRefused,
-    ApprovalOption,
-    ChatStart,
-    Cost,
-    TurnEnded,
-    TurnInput,
-    TurnReporter,
-)
-
-if TYPE_CHECKING:
-    from ahp_claude.backend import ClaudeBackend
+from ahp_claude.turn import SIGN_IN, ClaudeTurnFailed, Turn
+from ahpcore.ports.backend import AgentRefused, ChatStart, TurnInput, TurnReporter
 
 log = logging.getLogger(__name__)
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
-SIGN_IN = (
-    "Claude Code is not signed in: run `ahp claude login` as the user running the host, "
-    "or set ANTHROPIC_API_KEY in its environment, then try again."
-)
-
 #: How long a cancelled turn waits for the CLI to finish the turn it interrupted.
 DRAIN_SECONDS = 5.0
 
-#: The answers a tool call that asks offers.
-ALLOW, ALLOW_ALWAYS, DENY = "allow", "allow-always", "deny"
+
+async def one_message(message: dict[str, Any]) -> Any:
+    """One message as the stream ``ClaudeSDKClient.query`` reads."""
+    yield message
 
 
-class ClaudeTurnFailed(RuntimeError):
-    """The CLI ended a turn in an error (its own words)."""
+class AgentBackend(Sidecar, Protocol):
+    """What an agent asks of the backend that started it (``backend.ClaudeBackend``).
+
+    Named here rather than imported: the backend imports this module to start agents,
+    and the two would otherwise depend on each other."""
+
+    @property
+    def state_dir(self) -> Path: ...
+
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def owners(self) -> ChatOwners: ...
+
+    @property
+    def server_info(self) -> dict[str, Any]: ...
+
+    @property
+    def sandbox(self) -> str: ...
+
+    @property
+    def launcher(self) -> tuple[str, dict[str, str]] | None: ...
+
+    #: The live agent of each conversation, by its session id (a closed one leaves it).
+    live: dict[str, ClaudeAgent]
+
+    def environment(self, tokens: Mapping[str, str]) -> dict[str, str]: ...
+
+    def cost_total(self, *session_ids: str) -> float: ...
+
+    def last_model(self, *session_ids: str) -> str | None: ...
+
+    def fork_point(self, source: str, *ids: str) -> str | None: ...
+
+    def side_context(self, source: str, turn_id: str) -> str: ...
+
+    async def ready_to_run(self) -> None: ...
+
+    async def make_room(self, starting: ClaudeAgent) -> None: ...
 
 
 class ClaudeAgent:
-    def __init__(self, backend: ClaudeBackend, start: ChatStart, spawn: Spawn) -> None:
+    def __init__(self, backend: AgentBackend, start: ChatStart, spawn: Spawn) -> None:
         self.backend = backend
         self.start = start
         self.session_id = start.backend_id
+        self.records = SessionRecords(backend, self.session_id)
         self._spawn = spawn
         self._client: sdk.ClaudeSDKClient | None = None
         self._ready = anyio.Event()
@@ -120,8 +140,16 @@ class ClaudeAgent:
             subagent_ended=self._subagent_ended,
             progress=self._task_progress,
         )
-        self.subagents = BackgroundSubagents(self)
-        self.own_turns = OwnTurns(self)
+        self.subagents = BackgroundSubagents(
+            self,
+            start.report,
+            self.records,
+            backgrounded=self.background.backgrounded,
+            current=lambda: self._turn,
+        )
+        self.own_turns = OwnTurns(
+            self, start.report, self.records, summaries=self.background.take_summaries
+        )
         self.model_meta = ModelMeta(start.report, backend.server_info.get("models") or ())
         if start.config.get("model"):
             self.model_meta.chosen(start.config["model"])
@@ -255,10 +283,8 @@ class ClaudeAgent:
             self._client = None
             self._ready.set()
             self._ended.set()
-            turn = self._turn
-            if turn is not None and not turn.done.is_set():
-                turn.error = self._failure or "Claude Code exited"
-                turn.done.set()
+            if self._turn is not None:
+                self._turn.fail(self._failure or "Claude Code exited")
             if not self.closed:  # closing, the chat ends them as cancelled
                 self.subagents.all_ended()
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -294,7 +320,7 @@ class ClaudeAgent:
             and (running is None or running.done.is_set())
             and not self.own_turns.holding
             and not self.background.busy()
-            and not self.subagents.turns
+            and not self.subagents.running
         )
 
     def idle_since(self) -> float | None:
@@ -343,7 +369,7 @@ class ClaudeAgent:
         if picked:
             await self.configure(picked)
         client = await self._ensure()
-        running = Turn(report)
+        running = Turn(report, self)
         self._turn = running
         message = self._user_message(turn)
         running.entry = message["uuid"]
@@ -351,8 +377,8 @@ class ClaudeAgent:
         for held in self.own_turns.host_turn(running, message["uuid"]):
             self._on_message(held)
         report.reference(message["uuid"])
-        self.backend.record_turn(self.session_id, message["uuid"], turn.turn_id)
-        self.backend.turn_open(self.session_id, message["uuid"], True)
+        self.records.turn(message["uuid"], turn.turn_id)
+        self.records.turn_open(message["uuid"], True)
         cancelled = False
         took: float | None = None
         try:
@@ -372,12 +398,19 @@ class ClaudeAgent:
             ended: dict[str, Any] = {"duration": int(took * 1000)}
             if running.error is not None and not cancelled:
                 ended["error"] = running.error
-            self.backend.record_turn_end(self.session_id, message["uuid"], ended)
+            self.records.turn_end(message["uuid"], ended)
             # Seen to its end, whichever: only a turn the host never saw end stays open.
-            self.backend.turn_open(self.session_id, message["uuid"], False)
+            self.records.turn_open(message["uuid"], False)
             self.last_active = time.monotonic()
         if running.error is not None:
             raise ClaudeTurnFailed(running.error)
+
+    async def interrupt(self, running: Turn) -> None:
+        """Stop the CLI's turn ``running`` (one it began by itself: ``own_turns``) and wait,
+        briefly, until it says the turn ended; with no CLI running there is none to stop."""
+        client = self._client
+        if client is not None:
+            await self._interrupt(client, running)
 
     async def _interrupt(self, client: sdk.ClaudeSDKClient, running: Turn) -> None:
         """Stop the CLI's turn and wait until it says the turn ended, so the next starts clean."""
@@ -483,7 +516,7 @@ class ClaudeAgent:
                 self.custom.init(message.data)
                 self.model_meta.running(self.model)
             elif message.subtype == "compact_boundary" and running is not None and running.live:
-                self._on_compacted(running, message.data.get("compact_metadata") or {})
+                running.compacted(message.data.get("compact_metadata") or {})
             elif (
                 message.subtype == "api_retry"
                 and message.data.get("error") == "authentication_failed"
@@ -498,50 +531,43 @@ class ClaudeAgent:
         if running is None or running.done.is_set():
             return
         if isinstance(message, sdk.ResultMessage):
-            self._on_result(running, message)
+            running.result(message)
             return
         if not running.live:
             return
         parent = getattr(message, "parent_tool_use_id", None)
-        stream = running.main if parent is None else self._child(running, parent)
+        stream = running.main if parent is None else running.child(parent)
         if stream is not None:
-            self._translate(running, stream, message)
+            running.translate(stream, message)
 
-    def _translate(self, running: Turn, stream: Stream, message: Any) -> None:
-        """What one agent (the main one, or a subagent) said, into ``stream``."""
-        if isinstance(message, sdk.StreamEvent):
-            self._on_event(running, stream, message.event)
-        elif isinstance(message, sdk.AssistantMessage):
-            if transcripts.is_filler(message.model, message.content):
-                return  # the CLI's stand-in for a cut-off turn's answer, not the model's words
-            if message.error == "authentication_failed":
-                # The CLI's own "Not logged in · Please run /login" is no answer, and names
-                # a command the host's user cannot run: the turn ends in SIGN_IN instead.
-                running.error = SIGN_IN
-                return
-            for block in message.content:
-                if isinstance(block, sdk.ToolUseBlock):
-                    self._tool_ready(running, stream, block)
-                elif not stream.partial and isinstance(block, sdk.TextBlock):
-                    stream.report.text(block.text)
-                elif not stream.partial and isinstance(block, sdk.ThinkingBlock):
-                    stream.report.reasoning(block.thinking)
-        elif isinstance(message, sdk.UserMessage) and isinstance(message.content, list):
-            for block in message.content:
-                if isinstance(block, sdk.ToolResultBlock):
-                    self._on_tool_result(running, block)
+    def follow(self, report: TurnReporter, held: Sequence[Any]) -> Turn:
+        """A turn the CLI began by itself got its go (``own_turns``): the CLI's messages go
+        to it from now on, those held until the go first."""
+        running = Turn(report, self)
+        self._turn = running
+        for message in held:
+            self._on_message(message)
+        if self._ended.is_set():
+            # The CLI ended while the turn waited for its go: nothing more will come.
+            running.fail(self._failure or "Claude Code exited")
+        return running
 
+    def cost_of(self, total: float | None) -> float | None:
+        """A turn's share of the running cost ``total`` the CLI reported as it ended."""
+        if total is None:
+            return None
+        before, self._cost_total = self._cost_total, float(total)
+        # A total below the last one means the CLI counted anew (a fork that did not carry it).
+        return round(total - before, 10) if total >= before else float(total)
+
+    # -- background work ------------------------------------------------------------------
     def _task_progress(self, call_id: str, line: str) -> None:
         """What a subagent does now: a line on its running call (a background one's chat
         shows it as its activity instead: its call has completed)."""
         if self.subagents.progress(call_id, line):
             return
-        running = self._turn
-        if running is not None and not running.done.is_set() and call_id in running.children:
-            try:
-                running.calls[call_id].stream.report.tool_progress(call_id, line)
-            except Exception:  # a progress line is not worth a turn
-                log.debug("reporting a task's progress failed", exc_info=True)
+        if self._turn is not None:
+            self._turn.progress(call_id, line)
 
     def _subagent_ended(self, call_id: str, success: bool) -> None:
         self.subagents.ended(call_id, success)
@@ -555,231 +581,15 @@ class ClaudeAgent:
     def _open_subagent(self, call_id: str) -> None:
         running = self._turn
         if running is not None and not running.done.is_set():
-            self._child(running, call_id)
+            running.child(call_id)
 
-    @staticmethod
-    def _on_compacted(running: Turn, about: Mapping[str, Any]) -> None:
-        if running.done.is_set():
-            return
-        rebuild.notice(
-            running.report, str(about.get("trigger") or "manual"), about.get("pre_tokens")
-        )
-
-    def _child(self, running: Turn, call_id: str) -> Stream | None:
-        """The child chat a subagent's messages go to, opened with its first message."""
-        child = running.children.get(call_id)
-        if child is not None:
-            return child
-        call = running.calls.get(call_id)
-        if call is None or call.name not in tools.SUBAGENT_TOOLS:
-            return None
-        report = call.stream.report
-        if not call.settled:
-            call.settled = True  # it runs: nobody was asked
-            report.tool_running(
-                call_id,
-                tool_input=json.dumps(call.input),
-                invocation_message=tools.invocation_message(call.name, call.input),
-            )
-        name = str(call.input.get("subagent_type") or "general-purpose")
-        description = str(call.input.get("description") or name)
-        # What the CLI says of the task decides, not the call's input: this CLI backgrounds
-        # an Agent call that did not ask for it, and its subagent goes on past the call.
-        said = self.background.backgrounded(call_id)
-        if said is None:
-            said = bool(call.input.get("run_in_background"))
-        background = said and self.start.report is not None
-        try:
-            child = Stream(report.subagent(call_id, name, description, background=background))
-        except Exception:  # a reporter that cannot open child chats: the call still runs
-            log.debug("no child chat for subagent %s", call_id, exc_info=True)
-            return None
-        if background:
-            self.subagents.opened(call_id, child)
-        running.children[call_id] = child
-        return child
-
-    def _on_event(self, running: Turn, stream: Stream, event: Mapping[str, Any]) -> None:
-        kind = event.get("type")
-        report = stream.report
-        stream.partial = True
-        if kind in ("message_start", "message_delta") and stream is running.main:
-            self._count_context(running, event)
-        elif kind == "content_block_start":
-            block = event.get("content_block") or {}
-            if block.get("type") == "tool_use":
-                call_id, name = str(block["id"]), str(block["name"])
-                stream.blocks[int(event.get("index", 0))] = call_id
-                running.calls[call_id] = Call(name, stream)
-                if name == "AskUserQuestion":
-                    running.questions.add(call_id)
-                    return
-                self._tool_start(running, call_id, name)
-        elif kind == "content_block_delta":
-            delta = event.get("delta") or {}
-            if delta.get("type") == "text_delta":
-                report.text(str(delta.get("text", "")))
-            elif delta.get("type") == "thinking_delta":
-                report.reasoning(str(delta.get("thinking", "")))
-            elif delta.get("type") == "input_json_delta":
-                streaming = stream.blocks.get(int(event.get("index", 0)))
-                if streaming and streaming not in running.questions:
-                    report.tool_input(streaming, str(delta.get("partial_json", "")))
-
-    @staticmethod
-    def _count_context(running: Turn, event: Mapping[str, Any]) -> None:
-        # Each model call sends the whole conversation: the latest call's prompt (fresh, cached
-        # and newly cached tokens) plus its answer is what the context holds now.
-        message = event.get("message") or {}
-        usage = event.get("usage") or message.get("usage") or {}
-        prompt = sum(
-            int(usage.get(key) or 0)
-            for key in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        )
-        output = int(usage.get("output_tokens") or 0)
-        if event.get("type") == "message_start":
-            running.context_prompt = prompt
-        running.context_used = running.context_prompt + output
-
-    def _tool_start(self, running: Turn, call_id: str, name: str) -> None:
-        call = running.calls[call_id]
-        if call.started:
-            return
-        call.started = True
-        mcp = tools.mcp_parts(name)
-        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
-            # A client's tool: the core names it and its contributor.
-            call.stream.report.tool_start(call_id, mcp[1])
-            return
-        call.stream.report.tool_start(
-            call_id,
-            name,
-            meta=tools.tool_meta(name),
-            mcp_server=mcp[0] if mcp else None,
-        )
-
-    def _tool_ready(self, running: Turn, stream: Stream, block: sdk.ToolUseBlock) -> None:
-        call = running.calls.setdefault(block.id, Call(block.name, stream))
-        call.input = dict(block.input)
-        if block.id in running.questions or call.settled or is_client_tool(block.name):
-            return
-        self._tool_start(running, block.id, block.name)
-        # Whether it asks is known only if can_use_tool is called: say ready, decide later.
-        call.stream.report.tool_ready(
-            block.id,
-            tool_input=json.dumps(call.input),
-            invocation_message=tools.invocation_message(call.name, call.input),
-        )
-
-    def _on_tool_result(self, running: Turn, block: sdk.ToolResultBlock) -> None:
-        call = running.calls.get(block.tool_use_id)
-        if call is None or block.tool_use_id in running.questions or call.denied:
-            return
-        if is_client_tool(call.name):
-            return  # the client already completed it
-        report = call.stream.report
-        if not call.settled:
-            call.settled = True
-            report.tool_running(
-                block.tool_use_id,
-                tool_input=json.dumps(call.input),
-                invocation_message=tools.invocation_message(call.name, call.input),
-            )
-        error = bool(block.is_error)
-        content = tools.result_content(block.content)
-        report.tool_complete(
-            block.tool_use_id,
-            success=not error,
-            past_tense_message=tools.past_tense_message(call.name, call.input),
-            content=content,
-            error=(content[0]["text"] if content else "failed") if error else None,
-        )
-        child = running.children.get(block.tool_use_id)
-        if child is not None and block.tool_use_id not in self.subagents.turns:
-            # Its chat ended with its call: how long it ran, for the chat rebuilt later.
-            took = int((time.monotonic() - child.began) * 1000)
-            self.backend.record_subagent(self.session_id, block.tool_use_id, took)
-
-    def _turn_cost(self, total: float | None) -> float | None:
-        if total is None:
-            return None
-        before, self._cost_total = self._cost_total, float(total)
-        # A total below the last one means the CLI counted anew (a fork that did not carry it).
-        return round(total - before, 10) if total >= before else float(total)
-
-    def _on_result(self, running: Turn, message: sdk.ResultMessage) -> None:
-        usage = message.usage or {}
-        if running.live and usage:
-            cost = self._turn_cost(message.total_cost_usd)
-            models = message.model_usage or {}
-            model = self.model if self.model in models else next(iter(models), self.model)
-            entry = models.get(model) if model else None
-            window = entry.get("contextWindow") if entry else None
-            running.report.usage(
-                input_tokens=int(usage.get("input_tokens") or 0),
-                output_tokens=int(usage.get("output_tokens") or 0),
-                model=model,
-                context_used=running.context_used,
-                context_size=int(window) if window else None,
-                cache_read_tokens=int(usage.get("cache_read_input_tokens") or 0),
-                cache_write_tokens=int(usage.get("cache_creation_input_tokens") or 0),
-                cost=Cost(float(cost)) if cost is not None else None,
-            )
-            if running.entry is not None:
-                # What the transcript will not say, for the turn rebuilt from it later.
-                self.backend.record_turn_end(
-                    self.session_id,
-                    running.entry,
-                    {
-                        "model": model,
-                        "contextSize": window,
-                        "cost": cost,
-                        "costTotal": message.total_cost_usd,
-                    },
-                )
-        if message.is_error and running.error is None:
-            said = message.result or ", ".join(message.errors or ()) or message.subtype
-            running.error = SIGN_IN if about_sign_in(said) else f"Claude Code: {said}"
-        running.steering -= set(message.user_message_uuids or ())
-        if running.steering and running.live and running.error is None:
-            # A steering message came too late for this run: the CLI answers it next, still
-            # as part of this turn.
-            return
-        running.done.set()
-
+    # -- what the CLI asks ---------------------------------------------------------------
     async def _run_client_tool(self, name: str, arguments: dict[str, Any]) -> Mapping[str, Any]:
         running = self._turn
         if running is None or running.done.is_set():
             return {"success": False, "error": {"message": "no turn is running"}}
-        full = f"mcp__{tools.CLIENT_SERVER}__{name}"
-        candidates = [
-            call_id
-            for call_id, call in running.calls.items()
-            if call.name == full and not call.settled
-        ]
-        matching = [c for c in candidates if running.calls[c].input == arguments]
-        if not (matching or candidates):
-            return {"success": False, "error": {"message": f"no call of {name} is waiting"}}
-        call_id = (matching or candidates)[0]
-        call = running.calls[call_id]
-        call.settled = True
-        try:
-            result = await call.stream.report.client_tool(
-                call_id,
-                name,
-                tool_input=json.dumps(arguments),
-                invocation_message=f"Run `{name}`",
-            )
-        except TurnEnded:
-            return {"success": False, "error": {"message": "the turn ended"}}
-        if result.get("pastTenseMessage"):
-            # The transcript keeps what the tool answered, not how the client said it went.
-            self.backend.record_decision(
-                self.session_id, call_id, {"pastTenseMessage": result["pastTenseMessage"]}
-            )
-        return result
+        return await running.client_tool(name, arguments)
 
-    # -- asking ------------------------------------------------------------------------
     async def _can_use_tool(
         self, name: str, tool_input: dict[str, Any], context: sdk.ToolPermissionContext
     ) -> sdk.PermissionResultAllow | sdk.PermissionResultDeny:
@@ -787,61 +597,10 @@ class ClaudeAgent:
         running = await self.subagents.turn_of(call_id) or self._turn
         if running is None or running.done.is_set() or not running.live:
             return sdk.PermissionResultDeny(message="The turn has ended.", interrupt=True)
-        if name == "AskUserQuestion":
-            return await self._ask(running, tool_input)
-        if is_client_tool(name):
-            return sdk.PermissionResultAllow()  # the client that runs it is its own judge
-        call = running.calls.setdefault(call_id, Call(name, running.main))
-        call.input = dict(tool_input)
-        self._tool_start(running, call_id, name)
-        call.settled = True
-        options = [ApprovalOption(ALLOW, "Allow", "approve")]
-        if context.suggestions:
-            options.append(ApprovalOption(ALLOW_ALWAYS, "Allow always", "approve"))
-        options.append(ApprovalOption(DENY, "Deny", "deny"))
-        title = context.title or tools.approval_title(name, tool_input)
-        # What was offered too, so a rebuilt call names the option picked as the live one.
-        asked: dict[str, Any] = {
-            "asked": True,
-            "title": title,
-            "options": [{"id": o.id, "label": o.label, "kind": o.kind} for o in options],
-        }
-        try:
-            approval = await call.stream.report.tool_approval(
-                call_id,
-                tool_input=json.dumps(tool_input),
-                invocation_message=tools.invocation_message(name, tool_input),
-                title=title,
-                options=options,
-                edits=tools.pending_edits(name, tool_input),
-            )
-        except TurnEnded:
-            call.denied = True
-            self.backend.record_decision(self.session_id, call_id, asked)
-            return sdk.PermissionResultDeny(message="The turn ended.", interrupt=True)
-        self.backend.record_decision(
-            self.session_id,
-            call_id,
-            {
-                **asked,
-                "approved": approval.approved,
-                "reason": approval.reason,
-                "edited": approval.edited_input,
-                "selected": approval.selected_option_id,
-            },
-        )
-        if approval.approved:
-            edited = parsed_input(approval.edited_input)
-            if approval.selected_option_id == ALLOW_ALWAYS and context.suggestions:
-                # "Allow always": the CLI's own suggestion becomes a rule it keeps.
-                self._keep_for_next_cli(context.suggestions)
-                return sdk.PermissionResultAllow(
-                    updated_input=edited, updated_permissions=list(context.suggestions)
-                )
-            return sdk.PermissionResultAllow(updated_input=edited)
-        call.denied = True
-        said = approval.suggestion or "The user denied this tool call."
-        return sdk.PermissionResultDeny(message=said, interrupt=False)
+        decided = await running.approve(call_id, name, tool_input, context)
+        if isinstance(decided, sdk.PermissionResultAllow) and decided.updated_permissions:
+            self._keep_for_next_cli(decided.updated_permissions)  # "allow always" was picked
+        return decided
 
     def _keep_for_next_cli(self, updates: Any) -> None:
         """What "allow always" gave the CLI for this session only (a mode, rules, folders)
@@ -860,16 +619,3 @@ class ClaudeAgent:
                     self._session_rules[update.behavior].append(said)
             elif update.type == "addDirectories":
                 self._session_folders.extend(update.directories or ())
-
-    async def _ask(
-        self, running: Turn, tool_input: dict[str, Any]
-    ) -> sdk.PermissionResultAllow | sdk.PermissionResultDeny:
-        asked = questions.to_protocol(tool_input)
-        try:
-            answer = await running.report.ask(asked)
-        except TurnEnded:
-            return sdk.PermissionResultDeny(message="The turn ended.", interrupt=True)
-        if answer.response != "accept":
-            return sdk.PermissionResultDeny(message="The user declined to answer.", interrupt=False)
-        answers = questions.answers_for_tool(tool_input, asked, answer.answers)
-        return sdk.PermissionResultAllow(updated_input={**tool_input, "answers": answers})

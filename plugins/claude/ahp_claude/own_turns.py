@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import anyio
 
 from ahp_claude import sdk
 from ahp_claude.background import last_notification
-from ahp_claude.turn_state import Turn
-from ahpcore.ports.backend import TurnEnded, TurnOrigin
-
-if TYPE_CHECKING:
-    from ahp_claude.agent import ClaudeAgent
+from ahp_claude.records import SessionRecords
+from ahp_claude.turn import ClaudeTurnFailed, Turn
+from ahpcore.ports.backend import SessionReporter, TurnEnded, TurnOrigin, TurnReporter
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +43,37 @@ def begins_turn(message: Any) -> bool:
     return False
 
 
+class OwnTurnsHost(Protocol):
+    """What the CLI's own turns ask of the agent whose CLI began them (``agent.ClaudeAgent``)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def follow(self, report: TurnReporter, held: Sequence[Any]) -> Turn:
+        """Make a turn reported through ``report`` the one the CLI's messages go to, ``held``
+        first. It has ended already, failed, when the CLI is gone."""
+        ...
+
+    async def interrupt(self, running: Turn) -> None:
+        """Stop the CLI's turn ``running`` and wait, briefly, until the CLI says it ended."""
+        ...
+
+
 class OwnTurns:
-    def __init__(self, agent: ClaudeAgent) -> None:
-        self.agent = agent
+    def __init__(
+        self,
+        host: OwnTurnsHost,
+        report: SessionReporter | None,
+        records: SessionRecords,
+        *,
+        summaries: Callable[[], list[str]],
+    ) -> None:
+        self._host = host
+        #: The chat's session reporter: where none is, the CLI's own turns go unreported.
+        self._report = report
+        self._records = records
+        #: What background work that ended the CLI told the model of (taken once).
+        self._summaries = summaries
         #: Messages of a turn the CLI started that has no go yet (None: no such turn).
         self._held: list[Any] | None = None
         self._waiting: anyio.CancelScope | None = None
@@ -58,11 +85,11 @@ class OwnTurns:
 
     def take(self, message: Any) -> bool:
         """A message no host turn takes: True when it starts, or belongs to, a turn of the CLI's."""
-        report = self.agent.start.report
+        report = self._report
         if self._held is not None:
             self._held.append(message)
             return True
-        if report is None or self.agent.closed or not begins_turn(message):
+        if report is None or self._host.closed or not begins_turn(message):
             return False
         self._held = [message]
         report.start_soon(self._run)
@@ -80,18 +107,17 @@ class OwnTurns:
         return held
 
     async def _run(self) -> None:
-        agent = self.agent
-        report = agent.start.report
+        report = self._report
         if report is None or self._held is None:
             return  # a client's turn took what the CLI began before this got going
-        said = agent.background.take_summaries()
+        said = self._summaries()
         origin: TurnOrigin = "systemNotification" if said else "agent"
         try:
             with anyio.CancelScope() as waiting:
                 self._waiting = waiting
                 async with report.begin_turn({"text": "\n".join(said)}, origin=origin) as turn:
                     self._waiting = None
-                    await self._follow(Turn(turn), named=bool(said))
+                    await self._follow(turn, named=bool(said))
         except TurnEnded:
             log.debug("the chat closed before the CLI's own turn began")
             self._held = None
@@ -99,17 +125,11 @@ class OwnTurns:
             if self._waiting is waiting:
                 self._waiting = None
 
-    async def _follow(self, running: Turn, *, named: bool) -> None:
+    async def _follow(self, report: TurnReporter, *, named: bool) -> None:
         """Translate the CLI's turn as the agent translates a host's, to its result."""
-        agent = self.agent
         began = time.monotonic()
-        agent._turn = running
         held, self._held = self._held or [], None
-        for message in held:
-            agent._on_message(message)
-        if agent._ended.is_set() and not running.done.is_set():
-            running.error = agent._failure or "Claude Code exited"
-            running.done.set()
+        running = self._host.follow(report, held)
         # Marked open while it runs, as a host's turn is: cut off by a killed host, it then
         # rebuilds as interrupted, not as the finished answer the transcript may look like.
         entry = await self._name(running) if named else None
@@ -117,28 +137,24 @@ class OwnTurns:
             await running.done.wait()
         except anyio.get_cancelled_exc_class():
             running.live = False
-            client = agent._client
-            if client is not None:
-                with anyio.CancelScope(shield=True):
-                    await agent._interrupt(client, running)
+            with anyio.CancelScope(shield=True):
+                await self._host.interrupt(running)
             raise
         finally:
             if entry is not None:
                 took = int((time.monotonic() - began) * 1000)
-                agent.backend.record_turn_end(agent.session_id, entry, {"duration": took})
-                agent.backend.turn_open(agent.session_id, entry, False)
+                self._records.turn_end(entry, {"duration": took})
+                self._records.turn_open(entry, False)
         if running.error is not None:
-            from ahp_claude.agent import ClaudeTurnFailed  # the agent module imports this one
-
             raise ClaudeTurnFailed(running.error)
 
     async def _name(self, running: Turn) -> str | None:
         """Keep the transcript entry the turn began at, so a rebuild names it the same, and
         mark the turn open there; the entry's uuid, or None when it cannot be found."""
-        agent = self.agent
+        records = self._records
         try:
-            path = agent.backend.transcript_path(agent.session_id)
-            known = agent.backend.sidecar(agent.session_id)["turns"]
+            path = records.transcript_path()
+            known = records.known_turns()
             entry = None
             # The CLI writes the entry as the turn begins, maybe just after its first words.
             with anyio.move_on_after(ENTRY_WAIT_SECONDS):
@@ -153,9 +169,9 @@ class OwnTurns:
             if entry is None or entry in known:
                 return None
             running.report.reference(entry)
-            agent.backend.record_turn(agent.session_id, entry, running.report.turn_id)
+            records.turn(entry, running.report.turn_id)
             if not running.done.is_set():
-                agent.backend.turn_open(agent.session_id, entry, True)
+                records.turn_open(entry, True)
             return entry
         except Exception:  # the turn still happens; only its rebuild reads differently
             log.warning("keeping the entry of the CLI's own turn failed", exc_info=True)
