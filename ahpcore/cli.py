@@ -363,6 +363,17 @@ def serve(
             show_default="none",
         ),
     ] = None,
+    inspector: Annotated[
+        bool,
+        typer.Option(
+            "--inspector",
+            envvar="AHP_INSPECTOR",
+            help="Also serve a read-only page at /inspect on the same port, for a browser "
+            "holding the token: clients, sessions, actions as they stream, plugins.",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
     max_frame_bytes: Annotated[
         int,
         typer.Option(
@@ -457,6 +468,8 @@ def serve(
             )
         if stop_timeout < 0:
             raise Fail(f"--stop-timeout {stop_timeout} is negative (0 waits as long as it takes)")
+        if inspector and stdio:
+            raise Fail("--inspector serves its page on the TCP port, and --stdio has none")
         try:
             configure_logging(log_level, log_file=log_file)
         except OSError as exc:
@@ -495,6 +508,7 @@ def serve(
             max_connections_per_address=max_connections_per_address,
             state_lock=state_lock,
             log_file=log_file,
+            inspector=inspector,
         )
         watch = _StopWatch(the_host, stop_timeout)
         try:
@@ -523,6 +537,8 @@ class _ServeOptions:
     max_connections_per_address: int = DEFAULT_CONNECTIONS_PER_ADDRESS
     state_lock: StateLock | None = None
     log_file: Path | None = None
+    #: Serve the inspector page and its ``ahp/inspect`` method (``ahpcore.inspector``).
+    inspector: bool = False
     #: Set once the listeners are bound: then "ahp stopped" ends the run.
     listening: bool = False
 
@@ -638,6 +654,10 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
         queues=HostQueues(options.host_queue_bytes),
         per_address=options.max_connections_per_address,
     )
+    if options.inspector:
+        from ahpcore.inspector.figures import Figures
+
+        Figures(host, limits.queues).register()
     servers: list[Any] = []
     try:
         try:
@@ -651,6 +671,7 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
                     compression=settings.compression,
                     allow_origins=options.allow_origins,
                     limits=limits,
+                    inspector=options.inspector,
                 )
             )
         except OSError as exc:
@@ -743,6 +764,10 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
                 _echo(f"connection token: {token}")
                 for each in urls:
                     _echo(f"connect with: {each}?token={token}")
+            if options.inspector:
+                query = f"?token={token}" if token else ""
+                for each in urls:
+                    _echo(f"inspector: {'http' + each.removeprefix('ws')}inspect{query}")
             if isinstance(options.token, StoredToken):
                 _echo(
                     f"token kept in {options.token.path} (ahp token --rotate replaces it)", err=True
@@ -960,6 +985,7 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "--allow-origin": ("allow_origin", "multiple", "AHP_ALLOW_ORIGINS"),
     "--stdio": ("stdio", "flag", "AHP_STDIO"),
     "--socket": ("socket_path", "path", "AHP_SOCKET"),
+    "--inspector": ("inspector", "flag", "AHP_INSPECTOR"),
     "--max-frame-bytes": ("max_frame_bytes", "int", "AHP_MAX_FRAME_BYTES"),
     "--compression": ("compression", "flag", "AHP_COMPRESSION"),
     "--no-compression": ("compression", "flag-off", "AHP_COMPRESSION"),

@@ -68,6 +68,13 @@ class InboundBudget:
         self.refused += 1
         return False
 
+    def levels(self) -> tuple[float, float]:
+        """The frames and bytes that may be sent at once now (negative: in debt), read
+        without spending or refilling anything."""
+        elapsed = max(0.0, self.clock() - self._at)
+        frames = min(self.frame_capacity, self._frames + elapsed * self.frames_per_second)
+        return frames, min(self.byte_capacity, self._bytes + elapsed * self.bytes_per_second)
+
     @property
     def exhausted(self) -> bool:
         """A whole burst's worth of refused frames not paid back: the sender is not slowing down."""

@@ -144,6 +144,11 @@ class Peer:
     def queued_bytes(self) -> int:
         return self._queued_bytes
 
+    @property
+    def budget(self) -> InboundBudget | None:
+        """This connection's inbound budget (None: unbounded), for whoever reports on it."""
+        return self._budget
+
     def send(self, message: Any) -> bool:
         """Queue one message; False when it was dropped (peer closed or too far behind)."""
         return self.send_text(dumps(message))

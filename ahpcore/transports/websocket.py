@@ -556,6 +556,8 @@ def _plain_response(
 
 #: The path a plain GET is answered on without a token, for service managers and monitors.
 HEALTH_PATH = "/healthz"
+#: Where ``--inspector`` serves its page (``ahpcore.inspector``), on the same port.
+INSPECT_PATH = "/inspect"
 
 
 def _health_response(connection: ServerConnection) -> Response:
@@ -576,7 +578,21 @@ def _peer_of(connection: ServerConnection) -> str:
     return str(address[0]) if address else "unix"
 
 
-def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[Response | None]]:
+def _inspector_page(connection: ServerConnection) -> Response:
+    """The inspector page (``ahpcore.inspector``), for a request that passed every check."""
+    from ahpcore.inspector.page import page
+
+    document, headers = page()
+    response = connection.respond(HTTPStatus.OK, document)
+    del response.headers["Content-Type"]  # text/plain, set by respond
+    for key, value in headers.items():
+        response.headers[key] = value
+    return response
+
+
+def _gatekeeper(
+    gate: Gate, inspector: bool = False
+) -> Callable[[ServerConnection, Request], Awaitable[Response | None]]:
     async def process_request(connection: ServerConnection, request: Request) -> Response | None:
         if not gate.host_allowed(request):
             log.warning(
@@ -623,6 +639,9 @@ def _gatekeeper(gate: Gate) -> Callable[[ServerConnection, Request], Awaitable[R
             )
         if gate.throttle is not None and gate.token is not None:
             gate.throttle.succeeded(_peer_of(connection))
+        if inspector and not upgrade and urlsplit(request.path).path == INSPECT_PATH:
+            # Past the Host, origin and token checks, like an upgrade.
+            return _inspector_page(connection)
         if not upgrade:
             return _plain_response(
                 connection,
@@ -691,12 +710,15 @@ async def start_websocket_server(
     allow_origins: Iterable[str] = (),
     throttle: FailureThrottle | None = None,
     limits: ConnectionLimits | None = None,
+    inspector: bool = False,
 ) -> Server:
     """Listen on TCP; the returned server is closed by the caller.
 
     ``allow_origins`` lists the web origins (``https://app.example``, or ``*``)
     admitted besides loopback ones and the host's own; see ``Gate``. ``limits``
     are shared with any other server given the same (defaults when None).
+    ``inspector``: also answer a plain GET of ``/inspect`` with the inspector
+    page, behind the same checks as an upgrade.
     """
     limits = limits or ConnectionLimits()
     gate = Gate(
@@ -709,7 +731,7 @@ async def start_websocket_server(
         _handler(serve_connection, limits),
         host,
         port,
-        process_request=_gatekeeper(gate),
+        process_request=_gatekeeper(gate, inspector),
         process_response=_counter(limits),
         max_size=max_frame_bytes,
         compression="deflate" if compression else None,
