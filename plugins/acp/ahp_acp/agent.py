@@ -15,14 +15,15 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import anyio
 from acp import RequestError, schema
 
+from ahp_acp.config import AgentSpec
 from ahp_acp.process import AgentFailed, AgentProcess
-from ahp_acp.records import ChatRecord, TurnNote
+from ahp_acp.records import ChatRecord, Records, TurnNote
 from ahp_acp.updates import TurnView
 from ahpcore.ports.backend import (
     AgentRefused,
@@ -34,8 +35,21 @@ from ahpcore.ports.backend import (
     TurnReporter,
 )
 
-if TYPE_CHECKING:
-    from ahp_acp.backend import AcpBackend
+
+class Owner(Protocol):
+    """What a chat needs of the backend that started it (``AcpBackend``)."""
+
+    spec: AgentSpec
+    records: Records
+    live: dict[str, AcpChat]
+
+    @property
+    def can_load(self) -> bool: ...
+
+    def learn(
+        self, modes: Sequence[schema.SessionMode], mode: str | None, options: Sequence[Any]
+    ) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +135,7 @@ class AcpChat:
 
     def __init__(
         self,
-        backend: AcpBackend,
+        backend: Owner,
         start: ChatStart,
         process: AgentProcess,
         record: ChatRecord | None = None,

@@ -91,14 +91,17 @@ class AcpBackend:
     async def _run_probe(self) -> None:
         process = AgentProcess(self.spec, [])
         try:
-            self._initialized(await process.start(None))
-            self.error = None
-        except AgentFailed as exc:
-            self.error = str(exc)
-            log.warning("ACP agent %s: %s", self.spec.name, exc)
-        if self.notifier is not None:
-            self.notifier.agents_changed()
-        await process.close()
+            try:
+                self._initialized(await process.start(None))
+                self.error = None
+            except AgentFailed as exc:
+                self.error = str(exc)
+                log.warning("ACP agent %s: %s", self.spec.name, exc)
+            if self.notifier is not None:
+                self.notifier.agents_changed()
+        finally:
+            # Even when the host stops mid-probe: the agent goes with it.
+            await asyncio.shield(process.close())
 
     def _initialized(self, info: schema.InitializeResponse) -> None:
         self.info = info

@@ -285,10 +285,15 @@ class AgentProcess:
             self._stderr_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._stderr_task
-        # Its pipes go now, not when the transport is collected (perhaps after the loop).
-        transport = getattr(process, "_transport", None)
-        if transport is not None:
-            transport.close()
+        close_pipes(process)
+
+
+def close_pipes(process: asyncio.subprocess.Process) -> None:
+    """Let an ended process's pipes go now, not when its transport is collected (which
+    may be after the event loop closed, and then complains)."""
+    transport = getattr(process, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 def describe(info: schema.InitializeResponse | None, spec: AgentSpec) -> str:

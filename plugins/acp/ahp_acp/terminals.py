@@ -137,6 +137,13 @@ class Terminals:
         terminal = self.running.pop(terminal_id, None)
         if terminal is not None:
             await _kill(terminal)
+            if terminal.reader is not None:
+                terminal.reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await terminal.reader
+            transport = getattr(terminal.process, "_transport", None)
+            if transport is not None:
+                transport.close()
 
     async def close(self) -> None:
         for terminal_id in list(self.running):

@@ -110,6 +110,7 @@ async def turn_end(client: AhpTestClient, chat: str, timeout: float = 30) -> dic
         lambda f: (
             f.get("method") == "action"
             and f["params"]["channel"] == chat
+            and "rejectionReason" not in f["params"]
             and f["params"]["action"]["type"]
             in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
         ),
