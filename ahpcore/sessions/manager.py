@@ -41,6 +41,7 @@ from ahpcore.protocol.errors import (
 from ahpcore.sessions import calls, moves
 from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
+from ahpcore.sessions.annotations import SessionAnnotations
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
@@ -136,6 +137,8 @@ class SessionManager:
         self.follow = Follower(self.registry)
         for action_type, handler in ClientActions(self.registry).handlers().items():
             engine.on_action(action_type, handler, other_channels=action_type in ON_CHATS_TOO)
+        # Every session's <uri>/annotations, opened when a client names it.
+        self.annotations = SessionAnnotations(self.registry)
 
     async def move_chat(self, client: Client, params: dict[str, Any]) -> Any:
         return await moves.move_chat(self.registry, client, params)
@@ -354,6 +357,21 @@ class SessionManager:
 
     # -- creating and disposing sessions ----------------------------------------
     async def create_session(self, client: Client, params: dict[str, Any]) -> None:
+        await self._create_session(client, params)
+
+    async def create_unattended(
+        self, params: dict[str, Any], *, origin: Mapping[str, Any] | None = None
+    ) -> None:
+        """``createSession`` with nobody asking (an automation's run): the same checks and
+        moments, no progress, no client's tokens, and ``origin`` on the session's state."""
+        await self._create_session(None, params, origin)
+
+    async def _create_session(
+        self,
+        client: Client | None,
+        params: dict[str, Any],
+        origin: Mapping[str, Any] | None = None,
+    ) -> None:
         uri = params["channel"]
         try:
             session_id = uris.session_id_of(uri)
@@ -367,7 +385,7 @@ class SessionManager:
         steps = [0]
 
         def progress(message: str) -> None:
-            if isinstance(token, str):
+            if isinstance(token, str) and client is not None:
                 steps[0] += 1
                 self.engine.progress(client, token, steps[0], None, message)
 
@@ -376,7 +394,7 @@ class SessionManager:
             await self.lifecycle.session_creating(creation)
             if creation.params.get("workingDirectories") != params.get("workingDirectories"):
                 check_folders(tuple(creation.params.get("workingDirectories") or ()))
-            await self._create(client, creation.params, backend, session_id)
+            await self._create(client, creation.params, backend, session_id, origin)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await creation.refused()
@@ -384,7 +402,12 @@ class SessionManager:
         await self.lifecycle.session_created(uri)
 
     async def _create(
-        self, client: Client, params: dict[str, Any], backend: Backend, session_id: str
+        self,
+        client: Client | None,
+        params: dict[str, Any],
+        backend: Backend,
+        session_id: str,
+        origin: Mapping[str, Any] | None = None,
     ) -> None:
         uri = params["channel"]
         directories = tuple(params.get("workingDirectories") or ())
@@ -394,18 +417,26 @@ class SessionManager:
                 f"params.workingDirectories: the {backend.provider} backend works in one "
                 "directory per session",
             )
-        token = params.get("progressToken")
-        if isinstance(token, str):
+        token = params.get("progressToken") if client is not None else None
+        if isinstance(token, str) and client is not None:
             self.engine.progress(client, token, 0, 2, f"starting the {backend.provider} agent")
         now = states.now_iso()
         config = dict(params.get("config") or {})
         session = self.registry.build(
-            session_id, uri, backend, now, now, directories, config, lifecycle="creating"
+            session_id,
+            uri,
+            backend,
+            now,
+            now,
+            directories,
+            config,
+            lifecycle="creating",
+            origin=origin,
         )
-        session.owner = client.client_id
+        session.owner = client.client_id if client is not None else None
         chat = session.chats[session.state["defaultChat"]]
         try:
-            await chat.runner.start_agent(self.auth.tokens(client))
+            await chat.runner.start_agent(self.auth.tokens(client) if client is not None else None)
         except Exception as exc:
             self.registry.forget(session)
             raise ProtocolError(
@@ -414,7 +445,7 @@ class SessionManager:
             ) from None
         self.registry.apply(session.uri, {"type": "session/ready"})
         active = params.get("activeClient")
-        if isinstance(active, dict) and client.client_id:
+        if isinstance(active, dict) and client is not None and client.client_id:
             self.registry.apply(
                 session.uri,
                 {
@@ -433,7 +464,7 @@ class SessionManager:
         session.last_summary = self.registry.summary(session)
         self.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})
         self.registry.announce_count()
-        if isinstance(token, str):
+        if isinstance(token, str) and client is not None:
             self.engine.progress(client, token, 2, 2, "ready")
 
     async def _reopen(self, session_id: str) -> LiveSession | None:

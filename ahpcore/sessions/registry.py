@@ -10,7 +10,7 @@ here, with the runner that owns its turns.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -216,6 +216,9 @@ class SessionRegistry:
             "isArchived": bool(state.get("status", 0) & states.STATUS_IS_ARCHIVED),
             "defaultChat": state.get("defaultChat"),
             "config": state.get("config", {}).get("values", {}),
+            **({"origin": state["origin"]} if "origin" in state else {}),
+            # Review comments live nowhere else: the backend's transcript does not hold them.
+            **({"annotations": session.annotations} if session.annotations else {}),
             "chats": [
                 self._chat_record(chat)
                 for chat in session.chats.values()
@@ -345,8 +348,10 @@ class SessionRegistry:
         *,
         lifecycle: str = "ready",
         record: dict[str, Any] | None = None,
+        origin: Mapping[str, Any] | None = None,
     ) -> LiveSession:
         record = record or {}
+        origin = origin or record.get("origin")
         default = uris.default_chat_uri(uri)
         kept: dict[str, Any] = next(
             (c for c in record.get("chats", []) if c.get("uri") == default), {}
@@ -378,6 +383,10 @@ class SessionRegistry:
             is_archived=record.get("isArchived", False),
             lifecycle=lifecycle,
         )
+        if origin:
+            session_state["origin"] = dict(origin)
+        annotations = [dict(a) for a in record.get("annotations") or () if isinstance(a, dict)]
+        session_state["annotations"] = states.annotations_summary(uri, annotations)
         session = LiveSession(
             id=session_id,
             uri=uri,
@@ -387,6 +396,7 @@ class SessionRegistry:
             created_at=created_at,
             modified_at=modified_at,
             working_directories=directories,
+            annotations=annotations,
         )
         self.new_chat(session, default, session_id, chat_state)
         self.sessions[session_id] = session
@@ -396,6 +406,7 @@ class SessionRegistry:
         for chat in list(session.chats.values()):
             self.engine.remove_channel(chat.uri)
         self.engine.remove_channel(session.uri)
+        self.engine.remove_channel(states.annotations_uri(session.uri))
         self.sessions.pop(session.id, None)
         self._unindexed.pop(session.id, None)  # a save still in flight leaves no row behind
 

@@ -126,6 +126,24 @@ def new_session_state(
     return state
 
 
+#: What a session's annotations channel is named by: ``<sessionUri>/annotations``.
+ANNOTATIONS_SEGMENT = "/annotations"
+
+
+def annotations_uri(session_uri: str) -> str:
+    return session_uri + ANNOTATIONS_SEGMENT
+
+
+def annotations_summary(session_uri: str, annotations: Iterable[Mapping[str, Any]]) -> State:
+    """The ``AnnotationsSummary`` of a session's annotations: its channel and its counts."""
+    held = list(annotations)
+    return {
+        "resource": annotations_uri(session_uri),
+        "annotationCount": len(held),
+        "entryCount": sum(len(a.get("entries") or ()) for a in held),
+    }
+
+
 #: The keys of a session's ``_meta`` its catalogue row carries as well.
 ROW_META_KEYS = frozenset({"git"})
 #: What a summary change says for a key the new summary no longer has.
@@ -160,6 +178,11 @@ def session_summary(
         summary["activity"] = session["activity"]
     if session.get("workingDirectories"):
         summary["workingDirectories"] = list(session["workingDirectories"])
+    if session.get("origin"):
+        # Made for an automation's run: a listing links the session back to it.
+        summary["origin"] = session["origin"]
+    if session.get("annotations"):
+        summary["annotations"] = session["annotations"]
     # What a plugin learned of the session's folder (git's branch and counts) shows on
     # its row too; the rest of the session's _meta is the session's alone.
     facts = {k: v for k, v in (session.get("_meta") or {}).items() if k in ROW_META_KEYS}
