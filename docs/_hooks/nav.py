@@ -15,6 +15,7 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Getting started", "getting-started.md"),
     ("Writing a client", "clients.md"),
     ("Chatting from the terminal", "chat.md"),
+    ("The inspector page", "inspector.md"),
     ("Configuration", "configuration.md"),
     ("Running as a service", "service.md"),
     ("Architecture", "architecture.md"),

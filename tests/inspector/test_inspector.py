@@ -8,6 +8,8 @@ import hashlib
 import http.client
 import json
 import re
+import subprocess
+import zipfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +27,7 @@ from ahpcore.testing import RunningHost, running_host
 from ahpcore.transports.websocket import ConnectionLimits, start_websocket_server
 from tests.sessions.conftest import ScriptedPlugin, open_session, script, start_turn, turn_end
 from tests.test_cli import start_serve
+from tests.test_wheels import ROOT, uv
 
 pytestmark = pytest.mark.anyio
 
@@ -194,15 +197,21 @@ def test_the_policy_lets_run_only_the_page_own_style_and_script():
     assert re.findall(r'(?:src|href)="([^"]*)"', document) == ["data:,"]
 
 
-def test_the_page_files_ship_inside_the_package():
-    static = Path(__import__("ahpcore.inspector").inspector.__file__).parent / "static"
-    assert sorted(p.name for p in static.iterdir()) == [
-        "inspect.css",
-        "inspect.html",
-        "inspect.js",
-    ]
-    # No markup is built from strings anywhere in the script.
-    script = (static / "inspect.js").read_text()
+def test_the_page_files_ship_in_the_wheel(tmp_path):
+    subprocess.run(
+        [uv(), "build", "--wheel", "--quiet", "--out-dir", str(tmp_path)],
+        cwd=ROOT,
+        check=True,
+        timeout=300,
+    )
+    [wheel] = tmp_path.glob("ahpcore-*-py3-none-any.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {n for n in archive.namelist() if n.startswith("ahpcore/inspector/static/")}
+    assert shipped == {f"ahpcore/inspector/static/inspect.{ext}" for ext in ("html", "css", "js")}
+
+
+def test_the_script_builds_no_markup_from_strings():
+    script = (ROOT / "ahpcore" / "inspector" / "static" / "inspect.js").read_text()
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
         assert sink not in script
 
