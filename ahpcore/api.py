@@ -36,6 +36,9 @@ from ahpcore.tasks import Tasks, Work
 
 log = logging.getLogger(__name__)
 
+#: Where ``PluginHost.automation_event`` goes: (type, event, folder, details).
+AutomationEventSink = Callable[[str, str, str | None, dict[str, Any]], None]
+
 __all__ = [
     "DEFAULT_SCROLLBACK_BYTES",
     "ENV_REACH",
@@ -78,7 +81,9 @@ class PluginHost:
         plugin_names: Callable[[], list[str]],
         method_names: Callable[[], list[str]],
         session_store: Callable[[], SessionStore | None] = lambda: None,
+        automation_event: AutomationEventSink | None = None,
     ) -> None:
+        self._automation_event = automation_event
         self._engine_of = engine
         self._tasks = tasks
         self._plugin_names = plugin_names
@@ -137,6 +142,23 @@ class PluginHost:
         config = root.state.get("config") if root is not None else None
         values = config.get("values") if isinstance(config, dict) else None
         return values.get(key, default) if isinstance(values, dict) else default
+
+    def automation_event(
+        self,
+        type: str,
+        event: str,
+        *,
+        folder: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Say that ``event`` of the trigger ``type`` this plugin offers (through
+        ``ahp_automation_triggers``) happened: every enabled automation with a trigger
+        of that type selecting that event starts a run. ``folder`` (a local path)
+        limits it to automations whose sessions work there; ``details`` is shown on
+        the run as what happened (nothing secret). Does nothing on a host without
+        automations."""
+        if self._automation_event is not None:
+            self._automation_event(type, event, folder, dict(details or {}))
 
     # -- sessions ----------------------------------------------------------------------
     def _open_sessions(self) -> Iterator[tuple[str, Mapping[str, Any]]]:

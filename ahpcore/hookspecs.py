@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ahpcore.findings import Check
     from ahpcore.lifecycle import SessionCreation, TurnStart
     from ahpcore.ports import (
+        AutomationsPort,
         Backend,
         ChangesPort,
         ResourcesPort,
@@ -86,6 +87,32 @@ def ahp_worktrees(host: PluginHost) -> WorktreesPort | None:
     """Return the worktrees port: isolated trees for sessions asking for one.
 
     First non-None answer wins. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_automations(host: PluginHost) -> AutomationsPort | None:
+    """Return the automations port: definitions and runs kept durably, and schedules fired.
+
+    First non-None answer wins. With one, the core serves ``ahp-automations://``,
+    the run channels, ``runAutomation``, ``fetchAutomationRuns`` and
+    ``listAutomationTriggerDefinitions``, and advertises ``automations`` on
+    ``initialize``. Fires when the host starts.
+    """
+
+
+@hookspec
+def ahp_automation_triggers(query: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Offer event trigger types for automations (``AutomationTriggerDefinition`` each).
+
+    ``query`` holds what ``listAutomationTriggerDefinitions`` was asked about
+    (``provider``, ``workingDirectories``, ``sessionConfig``; any may be absent,
+    and an empty query asks for everything the plugin could offer). Every
+    plugin's answer is listed. A plugin fires its events with
+    ``host.automation_event(type, event, folder=..., details=...)``. Called on
+    the event loop whenever a client asks and whenever a definition is checked:
+    answer from what is known, without waiting. An exception is logged and
+    leaves that plugin's triggers out.
     """
 
 

@@ -36,6 +36,7 @@ from ahpcore.rpc.budget import InboundBudget
 from ahpcore.rpc.framing import Message
 from ahpcore.rpc.peer import Peer
 from ahpcore.rpc.wire import Wire
+from ahpcore.services.automations import AutomationService
 from ahpcore.services.changesets import ChangesetService
 from ahpcore.services.resources import ResourceService
 from ahpcore.services.terminals.commands import COMMAND_PREFIX
@@ -102,6 +103,7 @@ class Host:
         self.changesets: ChangesetService | None = None
         self.terminals: TerminalService | None = None
         self.worktrees: SessionTrees | None = None
+        self.automations: AutomationService | None = None
         self._started = False
 
     # -- startup -------------------------------------------------------------------
@@ -119,6 +121,7 @@ class Host:
             plugin_names=self.plugins.names,
             method_names=lambda: list(router.routes),
             session_store=lambda: self.session_store,
+            automation_event=self._automation_event,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(
@@ -130,7 +133,7 @@ class Host:
         if home is not None:
             # The folder a client starts a new session in when the person names none.
             self.protocol.initialize_fields["defaultDirectory"] = home
-        for port in ("terminals", "resources", "changes", "worktrees"):
+        for port in ("terminals", "resources", "changes", "worktrees", "automations"):
             value = await resolve(getattr(hook, f"ahp_{port}")(host=view))
             if value is not None:
                 self.ports[port] = value
@@ -140,6 +143,8 @@ class Host:
         for impl in self.plugins.implementations("ahp_rpc_methods"):
             await resolve(impl(host=view, register=self._method_registrar(impl.plugin)))
         self._compose(engine, view)
+        if self.automations is not None:
+            await self.automations.start()
         self._started = True
         return self
 
@@ -179,10 +184,34 @@ class Host:
         if worktrees is not None and self.sessions is not None:
             self.worktrees = SessionTrees(worktrees)
             self._add_service("worktrees", self.worktrees)
+        automations = self.ports.get("automations")
+        if automations is not None:
+            self.automations = AutomationService(
+                engine, router, tasks, automations, self.sessions, self._automation_triggers
+            )
+            self._add_service("automations", self.automations)
+            assert self.protocol is not None
+            self.protocol.initialize_fields["automations"] = self.automations.capabilities()
 
     def _add_service(self, name: str, service: object) -> None:
         """Subscribe a service to the lifecycle moments its ``@hookimpl`` methods name."""
         self.plugins.register_service(SERVICE_PREFIX + name, service)
+
+    async def _automation_triggers(self, query: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every plugin's event trigger types for ``query``; one that fails is left out."""
+        found: list[dict[str, Any]] = []
+        for impl in self.plugins.implementations("ahp_automation_triggers"):
+            try:
+                found.extend(await resolve(impl(query=dict(query))) or ())
+            except Exception:
+                log.exception("the %s plugin could not list its automation triggers", impl.plugin)
+        return found
+
+    def _automation_event(
+        self, kind: str, event: str, folder: str | None, details: dict[str, Any]
+    ) -> None:
+        if self.automations is not None:
+            self.automations.fire(kind, event, folder, details)
 
     async def _decorate_rows(self, rows: list[dict[str, Any]]) -> None:
         await decorate_rows(self.plugins.implementations("ahp_session_rows"), self.view, rows)
@@ -190,6 +219,8 @@ class Host:
     async def __aenter__(self) -> Host:
         await self.start()
         await self.tasks.start()
+        if self.automations is not None:
+            self.automations.running()
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -366,3 +397,6 @@ class Host:
                 log.exception("could not close the session index cleanly")
         if store is not None and hasattr(store, "close"):
             store.close()
+        close = getattr(self.ports.get("automations"), "close", None)
+        if callable(close):
+            close()

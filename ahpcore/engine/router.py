@@ -48,6 +48,7 @@ PLUGINS_OF_PORT: dict[str, tuple[str, ...]] = {
     "terminals": ("ahp-terminals",),
     "resources": ("ahp-files",),
     "changes": ("ahp-git",),
+    "automations": ("ahp-automations",),
 }
 #: Answered before initialize: how a client finds out it can talk at all.
 BEFORE_INITIALIZE = frozenset({"initialize", "ping", "reconnect"})

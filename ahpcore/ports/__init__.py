@@ -15,6 +15,9 @@ from typing import Any, Protocol, runtime_checkable
 from ahpcore.ports.backend import Backend
 
 __all__ = [
+    "AutomationContext",
+    "AutomationEvents",
+    "AutomationsPort",
     "Backend",
     "ChangeScope",
     "ChangesPort",
@@ -320,3 +323,99 @@ class SessionStore(Protocol):
     async def delete(self, session_id: str) -> None: ...
 
     async def ids(self) -> Sequence[str]: ...
+
+
+@dataclass(frozen=True)
+class AutomationContext:
+    """What the host knows when an automations port checks a definition."""
+
+    #: The providers this host serves (``AgentInfo.provider``), in no particular order.
+    providers: tuple[str, ...] = ()
+    #: The event trigger types installed plugins offer now (``AutomationTriggerDefinition``).
+    triggers: tuple[Mapping[str, JSON], ...] = ()
+    #: Whose request this is, as ahp-users spells an owner; None on a host without users.
+    owner: str | None = None
+
+
+class AutomationEvents(Protocol):
+    """What an automations port tells the core of its own accord (the core implements this)."""
+
+    async def run_admitted(self, run: Mapping[str, JSON]) -> None:
+        """A schedule came due and the port holds a new ``pending`` run for it on disk
+        (``AutomationRunState``): the core starts it. Returns once it is under way."""
+        ...
+
+    def entry_changed(self, entry: Mapping[str, JSON]) -> None:
+        """An entry moved with nobody asking (``nextRunAt``, ``runCount``, a disable
+        condition met): the whole ``AutomationEntry`` as it is now, to publish."""
+        ...
+
+
+@runtime_checkable
+class AutomationsPort(Protocol):
+    """Automation definitions and their runs, kept durably, and the clock that fires them.
+
+    The core owns the ``ahp-automations://`` channel, the run channels, the
+    commands and the sessions a run makes; the port keeps definitions and runs
+    (on disk before it returns: what a client was told survives a crash),
+    checks and normalises definitions, and fires schedules. Entries and runs
+    are the protocol's own shapes (``AutomationEntry``, ``AutomationRunState``).
+    A definition the port will not keep raises ``ValueError`` whose text starts
+    with the field at fault (``definition.triggers[1].id: ...``); an automation
+    it does not hold raises ``KeyError``.
+    """
+
+    def capabilities(self) -> Mapping[str, JSON]:
+        """What ``AutomationCapabilities`` says of the port: ``schedules`` (and its
+        ``minIntervalMinutes``) and ``runHistoryLimit``. The core adds what it does."""
+        ...
+
+    async def start(self, events: AutomationEvents) -> Sequence[Mapping[str, JSON]]:
+        """Open the store and answer every entry. A run the last host left ``pending``
+        or ``running`` is ``failed`` from now on: nothing is running it any more."""
+        ...
+
+    async def schedule(self) -> None:
+        """Fire schedules until cancelled, through ``events`` (the host runs it as long
+        as it runs, with or without clients)."""
+        ...
+
+    async def create(
+        self, resource: str, definition: Mapping[str, JSON], context: AutomationContext
+    ) -> Mapping[str, JSON]:
+        """Check, normalise and keep a new definition; the entry as held."""
+        ...
+
+    async def update(
+        self, resource: str, changes: Mapping[str, JSON], context: AutomationContext
+    ) -> Mapping[str, JSON]:
+        """Apply an ``AutomationDefinitionPatch``; the entry as held."""
+        ...
+
+    async def remove(self, resource: str) -> bool:
+        """Forget a definition and its runs; False when there was none."""
+        ...
+
+    async def entry(self, resource: str) -> Mapping[str, JSON] | None:
+        """One entry as held now, or None."""
+        ...
+
+    async def admit(
+        self, automation: str, origin: Mapping[str, JSON], request_id: str | None = None
+    ) -> tuple[Mapping[str, JSON], bool]:
+        """Keep a new ``pending`` run (``AutomationRunState``) and say True; with a
+        ``request_id`` the automation has seen, the run made then and False."""
+        ...
+
+    async def run(self, resource: str) -> Mapping[str, JSON] | None:
+        """A run by its URI, or None."""
+        ...
+
+    async def record(self, run: Mapping[str, JSON]) -> Mapping[str, JSON]:
+        """Keep a run's new state (lifecycle, sessions); its automation's entry as held."""
+        ...
+
+    async def more_runs(self, automation: str, cursor: str | None) -> Mapping[str, JSON]:
+        """Show one more page of older runs on the entry (``fetchAutomationRuns``); the
+        entry as held. A cursor the entry did not offer raises ``ValueError``."""
+        ...
