@@ -100,8 +100,13 @@ class AcpBackend:
             if self.notifier is not None:
                 self.notifier.agents_changed()
         finally:
-            # Even when the host stops mid-probe: the agent goes with it.
-            await asyncio.shield(process.close())
+            # Even when the host stops mid-probe, the agent goes before the probe ends.
+            closing = asyncio.ensure_future(process.close())
+            try:
+                await asyncio.shield(closing)
+            except asyncio.CancelledError:
+                await asyncio.wait([closing])
+                raise
 
     def _initialized(self, info: schema.InitializeResponse) -> None:
         self.info = info
