@@ -159,6 +159,7 @@
     }
     if ("id" in message) {
       // The host asks nothing of a client that offers nothing; refuse anything all the same.
+      if (!socket || socket.readyState !== WebSocket.OPEN) return;
       socket.send(
         JSON.stringify({
           jsonrpc: "2.0",
