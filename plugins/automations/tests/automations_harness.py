@@ -13,6 +13,7 @@ import anyio
 from ahp_automations import ManualClock, SqliteAutomations
 from ahp_automations.clock import Clock
 from ahp_scripted import Rule, Say, Script, ScriptedBackend, Wait
+from ahpcore.api import HostSettings
 from ahpcore.hookspecs import hookimpl
 from ahpcore.testing import AhpTestClient, RunningHost, running_host
 
@@ -70,7 +71,9 @@ async def host(
     if scripted is not None:
         plugins.append(("scripted", scripted))
     plugins.extend(extra)
-    async with running_host(plugins, state_dir=state) as running:
+    # Sessions kept in a file, as ahp serve keeps them: they come back after a restart.
+    settings = HostSettings(sessions="file", port=0)
+    async with running_host(plugins, state_dir=state, settings=settings) as running:
         yield running, automations, scripted
 
 
