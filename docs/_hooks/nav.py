@@ -18,6 +18,7 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("The inspector page", "inspector.md"),
     ("Configuration", "configuration.md"),
     ("Running as a service", "service.md"),
+    ("Automations", "automations.md"),
     ("Architecture", "architecture.md"),
     (
         "Plugins",
