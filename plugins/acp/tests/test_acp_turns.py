@@ -13,6 +13,7 @@ from acp_support import (
     chat_of,
     chat_state,
     connect_and_open,
+    is_action,
     open_session,
     parts,
     start_turn,
@@ -38,6 +39,8 @@ async def test_a_turn_streams_thinking_text_title_and_usage(
         usage = state["turns"][-1]["usage"]
         assert (usage["inputTokens"], usage["outputTokens"], usage["model"]) == (10, 4, "fast")
         assert usage["_meta"]["ahp.context"] == {"used": 1200, "size": 200000}
+        # The agent says its commands soon after the session starts, in its own time.
+        await client.recv_until(is_action("session/customizationsChanged", session), timeout=10)
         session_state = (await client.request("subscribe", {"channel": session}))["snapshot"][
             "state"
         ]
