@@ -308,11 +308,9 @@ def when(stamp: str) -> str:
 
 def folder(uri: str) -> str:
     """A ``file:`` URI as a path; any other URI as it is."""
-    if uri.startswith("file://"):
-        from urllib.parse import unquote, urlsplit
+    from ahpcore.protocol.uris import path_of_file_uri
 
-        return unquote(urlsplit(uri).path)
-    return uri
+    return path_of_file_uri(uri) or uri
 
 
 def table(summaries: Iterable[dict[str, Any]], width: int | None = None) -> str:

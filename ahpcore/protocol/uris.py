@@ -192,6 +192,10 @@ def path_of_file_uri(uri: str) -> str | None:
     parts = urlsplit(uri)
     if parts.scheme.lower() != "file" or parts.netloc.lower() not in ("", "localhost"):
         return None
+    if os.name == "nt":  # /C:/x is C:\x there (nturl2path is what urllib.request uses)
+        from nturl2path import url2pathname
+
+        return url2pathname(parts.path) or None
     return os.fsdecode(unquote_to_bytes(parts.path)) or None
 
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable
-from urllib.parse import unquote_to_bytes, urlsplit
+from urllib.parse import urlsplit
 
 from ahpcore.protocol.errors import INVALID_PARAMS, PERMISSION_DENIED, ProtocolError
-from ahpcore.protocol.uris import scheme_of
+from ahpcore.protocol.uris import path_of_file_uri, scheme_of
 
 #: The host's setting for what connections may reach (the files plugin reads it too):
 #: ``machine`` is the whole machine; anything else, the sessions' folders.
@@ -117,7 +117,7 @@ def local_path(uri: object, where: str) -> str:
         )
     if not parts.path:
         raise _refuse(INVALID_PARAMS, where, uri, "names no folder")
-    path = os.fsdecode(unquote_to_bytes(parts.path))
+    path = path_of_file_uri(uri) or ""
     if "\x00" in path:
         raise _refuse(INVALID_PARAMS, where, uri, "holds a NUL byte (%00)")
     segments = path.split("/")

@@ -4,21 +4,10 @@ and claude-agent-sdk only when a chat starts."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable
-from urllib.parse import unquote, urlparse
 
-
-def url2pathname(path: str) -> str:
-    """``urllib.request.url2pathname``, without loading urllib.request (and http.client
-    and ssl under it) into a host that never opens a URL."""
-    if os.name == "nt":
-        from nturl2path import url2pathname as convert
-
-        return convert(path)
-    return unquote(path)
-
+from ahpcore.protocol.uris import path_of_file_uri
 
 PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
@@ -28,7 +17,7 @@ Spawn = Callable[..., None]
 def to_path(directory: str) -> str:
     """A working directory as a path (the protocol names them by file URI)."""
     if directory.startswith("file:"):
-        return url2pathname(urlparse(directory).path)
+        return path_of_file_uri(directory) or directory
     return directory
 
 

@@ -18,21 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from ahpcore import api
 from ahpcore.protocol.errors import INVALID_PARAMS, NOT_FOUND, PERMISSION_DENIED, ProtocolError
-
-
-def url2pathname(path: str) -> str:
-    """``urllib.request.url2pathname``, without loading urllib.request (and http.client
-    and ssl under it) into a host that never opens a URL."""
-    if os.name == "nt":
-        from nturl2path import url2pathname as convert
-
-        return convert(path)
-    return unquote(path)
-
+from ahpcore.protocol.uris import path_of_file_uri
 
 #: ``AHP_FILES_REACH=machine`` lets every connection reach the whole machine.
 ENV_REACH = api.ENV_REACH
@@ -75,7 +65,7 @@ def path_of(uri: Any) -> Path:
         )
     if parts.netloc not in ("", "localhost"):
         raise ProtocolError(PERMISSION_DENIED, f"{uri} names another machine ({parts.netloc})")
-    raw = url2pathname(parts.path)  # unquotes; on Windows also turns /C:/x into C:\x
+    raw = path_of_file_uri(uri) or ""  # byte by byte; on Windows /C:/x is C:\x
     if "\x00" in raw:
         raise ProtocolError(INVALID_PARAMS, f"{uri}: a path cannot hold a NUL byte")
     path = Path(raw)
