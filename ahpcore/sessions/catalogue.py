@@ -133,7 +133,18 @@ def summary_of(
     directories = listed.get("workingDirectories") or host.get("workingDirectories")
     if directories:
         summary["workingDirectories"] = list(directories)
+    summary["annotations"] = annotations_of(uri, host)
     return summary
+
+
+def annotations_of(uri: str, host: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's ``AnnotationsSummary``: every session has the channel, empty until written."""
+    counts = host.get("annotations")
+    return {
+        **states.annotations_summary(uri, ()),
+        **(counts if isinstance(counts, Mapping) else {}),
+        "resource": states.annotations_uri(uri),
+    }
 
 
 class CatalogueIndex:
@@ -227,6 +238,9 @@ class CatalogueIndex:
             if record.get(key) is not None
         }
         host["workingDirectories"] = list(record.get("workingDirectories") or [])
+        if record.get("annotations"):
+            counts = states.annotations_summary("", record["annotations"])
+            host["annotations"] = {k: v for k, v in counts.items() if k != "resource"}
         chats = [c["uri"] for c in record.get("chats", []) if isinstance(c.get("uri"), str)]
         modified = str(record.get("modifiedAt", ""))
 
@@ -487,6 +501,8 @@ class CatalogueIndex:
                 summary = cache.get(text) if text is not None else None
                 if summary is None and text is not None:
                     summary = cache[text] = json.loads(text)
+                    if "annotations" not in summary:  # kept by a version that did not count
+                        summary["annotations"] = annotations_of(summary["resource"], {})
                 elif summary is None:
                     summary = summary_of(
                         provider,

@@ -163,6 +163,9 @@ class LiveSession:
     last_summary: dict[str, Any] | None = None
     #: Who made the session: the creating client's id (kept in the store).
     owner: str | None = None
+    #: The annotations on its ``<uri>/annotations`` channel (kept in the store), whether or
+    #: not a client opened the channel yet.
+    annotations: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def state(self) -> dict[str, Any]:

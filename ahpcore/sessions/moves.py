@@ -98,6 +98,8 @@ async def _to_new_session(manager: SessionRegistry, chat: LiveChat) -> dict[str,
         working_directories=chat.state.get("workingDirectories") or source.working_directories,
         config=source.state.get("config"),
     )
+    # A new session: its annotations are its own, and none yet.
+    session_state["annotations"] = states.annotations_summary(uri, ())
     session = LiveSession(
         id=chat.backend_id,
         uri=uri,
