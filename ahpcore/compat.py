@@ -13,7 +13,10 @@ would load and the table is read from it:
 * a client action is *served* when its channel kind can exist on this host,
   by its action handler (named) or by the reducer alone;
 * what the host sends (server commands, notifications, host-only actions) is
-  *sent* when the code of the core or of a loaded plugin names it.
+  *sent* when the code of the core or of a loaded plugin names it: a request
+  by its method (or beside a ``peer.request`` of a method held in a variable,
+  which is how the core relays the ``resource*`` family), an action on a
+  channel kind some code opens (named in quotes or by a string constant).
 
 Notes come from ``ahpcore.notes``, next to the handlers.
 """
@@ -143,12 +146,35 @@ def _senders(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
     return found
 
 
-def _opens_channels(kind: str, sources: Sequence[tuple[str, str]]) -> bool:
-    """Whether loaded code creates channels of ``kind`` (``engine.add_channel(uri, kind, …)``)."""
-    if kind == "root":
-        return True
-    pattern = re.compile(r"add_channel\(\s*[^,()]+,\s*[\"']" + re.escape(kind) + r"[\"']")
-    return any(pattern.search(text) for _, text in sources)
+#: ``add_channel(uri, <kind>`` where the kind is a quoted literal or a name.
+_ADDS_CHANNEL = re.compile(r"add_channel\(\s*[^,()]+,\s*(?:[\"']([^\"']+)[\"']|([A-Za-z_][\w.]*))")
+#: ``NAME = "text"`` (annotated or not) at the start of a line: a string constant.
+_CONSTANT = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=\n]+)?=\s*[\"']([^\"']*)[\"']\s*$", re.M)
+
+
+def _constants(sources: Sequence[tuple[str, str]]) -> dict[str, set[str]]:
+    """Every string constant loaded code defines, by name (a name may mean several)."""
+    found: dict[str, set[str]] = {}
+    for _, text in sources:
+        for name, value in _CONSTANT.findall(text):
+            found.setdefault(name, set()).add(value)
+    return found
+
+
+def _channel_kinds(sources: Sequence[tuple[str, str]]) -> set[str]:
+    """The kinds loaded code creates channels of (``engine.add_channel(uri, kind, …)``), the
+    kind written out or named by a constant (``add_channel(uri, WATCH_KIND, …)``)."""
+    constants: dict[str, set[str]] | None = None
+    kinds = {"root"}
+    for _, text in sources:
+        for literal, name in _ADDS_CHANNEL.findall(text):
+            if literal:
+                kinds.add(literal)
+                continue
+            if constants is None:
+                constants = _constants(sources)
+            kinds.update(constants.get(name.rpartition(".")[2], ()))
+    return kinds
 
 
 def _port_providers(host: Host, port: str) -> list[str]:
@@ -206,43 +232,62 @@ def _command_row(host: Host, kind: str, method: str) -> Row:
     return Row(kind, method, "served", route.owner, "", notes, served_by, where)
 
 
+#: ``peer.request(method, …)``: a request whose method a variable holds.
+_RELAYS = re.compile(r"peer\.request\(\s*[A-Za-z_]\w*\s*,")
+
+
 def _requesters(name: str, sources: Sequence[tuple[str, str]]) -> list[str]:
-    """Who asks a client ``name`` (``peer.request("name", ...)``): the name alone is ambiguous,
-    since the same method is also a command the host serves."""
+    """Who asks a client ``name``: ``peer.request("name", ...)``, or a module that names it
+    and asks a peer for a method it holds in a variable (the core relays ``resourceRead``
+    and the rest to the client that publishes the URI). The name alone is ambiguous, since
+    the same method is also a command the host serves."""
     pattern = re.compile(r"\.request\(\s*[\"']" + re.escape(name) + r"[\"']")
+    quoted = (f'"{name}"', f"'{name}'")
     found: list[str] = []
     for owner, text in sources:
-        if owner not in found and pattern.search(text):
+        if owner in found:
+            continue
+        if pattern.search(text) or (_RELAYS.search(text) and any(q in text for q in quoted)):
             found.append(owner)
     return found
 
 
 def _sent_row(
-    host: Host, kind: str, name: str, sources: Sequence[tuple[str, str]], why_not: str
+    host: Host,
+    kind: str,
+    name: str,
+    sources: Sequence[tuple[str, str]],
+    why_not: str,
+    through: Sequence[str] = (),
 ) -> Row:
+    """``through``: the plugins whose port feeds what is sent (ahp-files' watches feed
+    ``resourceWatch/changed``), named beside whoever's code sends it."""
     senders = _requesters(name, sources) if kind == "server command" else _senders(name, sources)
     notes = tuple(NOTES.get(name, ()))
     if senders:
-        served_by = _served_by(host, senders)
+        served_by = _served_by(host, [*senders, *through])
         return Row(kind, name, "sent", ", ".join(senders), "sent by the host", notes, served_by)
     return Row(kind, name, "not sent", "", why_not, notes)
 
 
-def _action_row(host: Host, action: str, sources: Sequence[tuple[str, str]]) -> Row:
+def _action_row(
+    host: Host, action: str, sources: Sequence[tuple[str, str]], kinds: set[str]
+) -> Row:
     channel_kind = str(reducers.channel_kind_for_action(action))
     port = PORT_OF_CHANNEL_KIND.get(channel_kind)
     notes = tuple(NOTES.get(action, ()))
     has_port = port is None or (port == "backends" and bool(host.backends)) or port in host.ports
     if not has_port:
         why = f"no {channel_kind} channels without the {port} port{_install_hint(str(port))}"
-    elif not _opens_channels(channel_kind, sources):
+    elif channel_kind not in kinds:
         why = f"no code on this host opens {channel_kind} channels"
     else:
         why = ""
     if action not in reducers.CLIENT_DISPATCHABLE:
         if why:
             return Row("action", action, "not sent", "", why, notes)
-        return _sent_row(host, "action", action, sources, "no code on this host emits it")
+        through = _port_providers(host, port) if port and port != "backends" else []
+        return _sent_row(host, "action", action, sources, "no code on this host emits it", through)
     if why:
         return Row("action", action, "refused", "", why, notes)
     handler = host.engine_or_fail._action_handlers.get(action)
@@ -283,7 +328,10 @@ def rows_of(host: Host) -> list[Row]:
         _sent_row(host, "server notification", method, sources, "no code on this host sends it")
         for method in SERVER_NOTIFICATIONS
     ]
-    rows += [_action_row(host, action, sources) for action in sorted(reducers.ALL_ACTION_TYPES)]
+    kinds = _channel_kinds(sources)
+    rows += [
+        _action_row(host, action, sources, kinds) for action in sorted(reducers.ALL_ACTION_TYPES)
+    ]
     return rows
 
 
