@@ -114,7 +114,15 @@ def test_a_first_client_loads_neither_pydantic_nor_the_full_models_nor_the_claud
     assert subscribed["result"]["snapshot"]["state"]["agents"]
     assert json.loads(loaded) == []
     # ... while the plugins that own them were loaded and registered.
-    assert json.loads(plugins) == ["automations", "claude", "files", "git", "scripted", "terminals"]
+    assert json.loads(plugins) == [
+        "acp",
+        "automations",
+        "claude",
+        "files",
+        "git",
+        "scripted",
+        "terminals",
+    ]
 
 
 OFF_LOOP = textwrap.dedent(

@@ -18,7 +18,6 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ahp_acp.backend import AcpBackend
 from ahp_acp.config import ENV, parse_agents
 from ahpcore.hookspecs import hookimpl
 
@@ -31,6 +30,11 @@ PROBE_ENV = "AHP_ACP_PROBE"
 
 @hookimpl
 def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
+    agents = parse_agents(os.environ.get(ENV))
+    if not agents:
+        return  # nothing configured: the ACP SDK (and pydantic under it) stays unloaded
+    from ahp_acp.backend import AcpBackend
+
     probe = os.environ.get(PROBE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-    for spec in parse_agents(os.environ.get(ENV)):
+    for spec in agents:
         register(AcpBackend(spec, host.settings.state_dir / "acp" / spec.name, probe=probe))
