@@ -13,14 +13,20 @@ generated from this module.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from ahpcore.engine.channels import Channel
+from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
+from ahpcore.engine.router import RequestDone, Router
 from ahpcore.findings import Check
+from ahpcore.logs import escape, redact
 from ahpcore.ports import SessionStore
 from ahpcore.protocol.uris import ROOT_CHANNEL, file_uri, first_local_path, path_of_file_uri
+from ahpcore.rpc.framing import dumps_weighed
 from ahpcore.services.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
     MAX_SCROLLBACK_BYTES,
@@ -38,6 +44,14 @@ log = logging.getLogger(__name__)
 
 #: Where ``PluginHost.automation_event`` goes: (type, event, folder, details).
 AutomationEventSink = Callable[[str, str, str | None, dict[str, Any]], None]
+#: What ``PluginHost.on_request`` is told: (the client's clientId or None, method).
+RequestWatcher = Callable[[str | None, str], RequestDone | None]
+#: What ``PluginHost.on_change`` is told: (channel URI, action).
+ChangeWatcher = Callable[[str, Mapping[str, Any]], None]
+#: Work for when the host stops: a function, or one returning an awaitable.
+StopWork = Callable[[], Awaitable[None] | None]
+#: ``InitializeResult`` fields the core writes itself; ``advertise`` leaves them alone.
+CORE_INITIALIZE_FIELDS = frozenset({"protocolVersion", "serverSeq", "serverInfo", "snapshots"})
 
 __all__ = [
     "DEFAULT_SCROLLBACK_BYTES",
@@ -47,9 +61,12 @@ __all__ = [
     "REACH_MACHINE",
     "SCROLLBACK_KEY",
     "Check",
+    "HostMeasures",
     "HostSettings",
     "PluginHost",
+    "Stream",
     "TurnRecorder",
+    "escape",
     "file_uri",
     "first_local_path",
     "home_folder",
@@ -57,10 +74,75 @@ __all__ = [
     "pausing",
     "private_folder",
     "private_sqlite",
+    "redact",
     "tighten_sqlite",
     "too_wide",
     "write_private",
 ]
+
+
+@dataclass(frozen=True)
+class HostMeasures:
+    """What the host carries at one moment (``host.measures()``), for telemetry."""
+
+    #: Connections open now, and served since the host started.
+    connections: int
+    connections_made: int
+    #: Sessions open on the host now.
+    sessions: int
+    #: Changes of state applied since the host started (each took a serverSeq).
+    actions: int
+    #: Bytes the replay buffer holds.
+    replay_bytes: int
+    #: Bytes each connection has yet to take (queued and held), by its clientId (the
+    #: connection's id before it initialized).
+    queued_bytes: Mapping[str, int]
+
+
+class Stream:
+    """A stateless channel a plugin serves (``host.open_stream``), such as ``ahp-otlp:``.
+
+    A client subscribes to it like any channel and is answered with no snapshot;
+    what the channel carries are notifications, with no ``serverSeq``, never
+    buffered nor replayed. Each goes to a subscriber like any frame: a client too
+    far behind is closed (``clientQueueBytes``), and nobody else waits for it.
+    """
+
+    def __init__(self, channel: Channel, close: Callable[[], None]) -> None:
+        self._channel = channel
+        self._close = close
+
+    @property
+    def uri(self) -> str:
+        """The channel's URI."""
+        return self._channel.uri
+
+    @property
+    def watched(self) -> bool:
+        """Whether any client subscribes now: cheap enough to ask before any work."""
+        return bool(self._channel.subscribers)
+
+    def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        """Send notification ``method`` to every subscriber, ``params.channel`` the URI
+        as that subscriber spelled it. Call it on the event loop."""
+        subscribers = self._channel.subscribers
+        if not subscribers:
+            return
+        frames: dict[str, tuple[str, int]] = {}
+        for client, spelling in list(subscribers.items()):
+            frame = frames.get(spelling)
+            if frame is None:
+                message = {
+                    "jsonrpc": "2.0",
+                    "method": method,
+                    "params": {**params, "channel": spelling},
+                }
+                frame = frames[spelling] = dumps_weighed(message)
+            client.deliver(self._channel.uri, *frame)
+
+    def close(self) -> None:
+        """Stop serving the channel; its subscribers are dropped."""
+        self._close()
 
 
 class PluginHost:
@@ -82,8 +164,16 @@ class PluginHost:
         method_names: Callable[[], list[str]],
         session_store: Callable[[], SessionStore | None] = lambda: None,
         automation_event: AutomationEventSink | None = None,
+        router: Router | None = None,
+        initialize_fields: Callable[[], dict[str, Any]] | None = None,
+        at_stop: Callable[[StopWork], None] | None = None,
     ) -> None:
         self._automation_event = automation_event
+        self._router = router
+        self._initialize_fields = initialize_fields
+        self._at_stop = at_stop
+        #: Lower-cased URI -> the URI of a stream whose spelling is case-insensitive.
+        self._folded: dict[str, str] = {}
         self._engine_of = engine
         self._tasks = tasks
         self._plugin_names = plugin_names
@@ -159,6 +249,96 @@ class PluginHost:
         automations."""
         if self._automation_event is not None:
             self._automation_event(type, event, folder, dict(details or {}))
+
+    def at_stop(self, work: StopWork) -> None:
+        """Run ``work()`` (awaited when it returns an awaitable) when the host stops,
+        after the last connection: flush and stop what the plugin started."""
+        if self._at_stop is None:
+            raise RuntimeError("this host runs no work at stop")
+        self._at_stop(work)
+
+    # -- what clients are told -------------------------------------------------------
+    def advertise(self, field: str, value: Any) -> None:
+        """Answer every ``initialize`` from now on with ``field`` set to ``value``.
+
+        ``field`` must be one the protocol's ``InitializeResult`` declares and nobody
+        has set yet (``telemetry``, ...); the core's own fields are refused, and so
+        is a second plugin setting one field. Raises ``ValueError`` naming the field.
+        """
+        from ahpcore.protocol.models import InitializeResult
+
+        if self._initialize_fields is None:
+            raise RuntimeError("this host answers no initialize")
+        fields = self._initialize_fields()
+        declared = InitializeResult.model_fields
+        if field in CORE_INITIALIZE_FIELDS or field not in declared:
+            raise ValueError(f"{field!r} is not an InitializeResult field a plugin may set")
+        if field in fields:
+            raise ValueError(f"{field!r} is already advertised on this host")
+        fields[field] = value
+
+    def open_stream(self, uri: str, *, kind: str = "stream", fold_case: bool = False) -> Stream:
+        """Serve ``uri`` as a stateless channel (``Stream``) from now on.
+
+        ``kind`` names the channel in the host's own figures (the inspector).
+        ``fold_case``: a client may spell the URI in any case (each subscriber is
+        still sent the spelling it used). Raises ``ValueError`` when the host
+        already serves ``uri``.
+        """
+        engine = self._engine
+        channel = engine.add_channel(uri, kind, {}, stateless=True)
+        if fold_case:
+            if not self._folded:
+                engine.add_resolver(lambda spelling: self._folded.get(spelling.lower()))
+            self._folded[uri.lower()] = uri
+
+        def close() -> None:
+            self._folded.pop(uri.lower(), None)
+            engine.remove_channel(uri)
+
+        return Stream(channel, close)
+
+    # -- what happens ------------------------------------------------------------------
+    def on_request(self, watcher: RequestWatcher) -> None:
+        """Be told of every request a client makes, before it is answered:
+        ``watcher(client_id, method)`` returns what to call once it is answered (with
+        the exception it raised, or None), or None to hear no more of it. Called on
+        the event loop for every request: return at once."""
+        if self._router is None:
+            raise RuntimeError("this host has no router to watch")
+
+        def observer(client: Client, method: str) -> RequestDone | None:
+            return watcher(client.client_id, method)
+
+        self._router.observe(observer)
+
+    def on_change(self, watcher: ChangeWatcher, *, types: Collection[str]) -> None:
+        """Be told of every change of state by an action of one of ``types``, after it
+        went out: ``watcher(channel_uri, action)``, on the event loop. Read the action;
+        never change it."""
+
+        def listener(channel: Channel, action: dict[str, Any], before: dict[str, Any]) -> None:
+            watcher(channel.uri, action)
+
+        self._engine.on_change(listener, types=types)
+
+    def measures(self) -> HostMeasures:
+        """What the host carries now: connections, sessions, actions since start, the
+        replay buffer's and each connection's queued bytes. Call it on the event loop."""
+        engine = self._engine
+        queued: dict[str, int] = {}
+        for client in list(engine.clients):
+            peer = client.peer
+            queued[client.client_id or str(peer.id)] = peer.queued_bytes + client.held_bytes
+        sessions = sum(1 for _ in self._open_sessions())
+        return HostMeasures(
+            connections=len(engine.clients),
+            connections_made=engine.connections_made,
+            sessions=sessions,
+            actions=engine.server_seq - engine.first_seq,
+            replay_bytes=engine.replay.bytes,
+            queued_bytes=MappingProxyType(queued),
+        )
 
     # -- sessions ----------------------------------------------------------------------
     def _open_sessions(self) -> Iterator[tuple[str, Mapping[str, Any]]]:

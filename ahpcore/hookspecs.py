@@ -129,6 +129,19 @@ def ahp_rpc_methods(host: PluginHost, register: Callable[[str, RpcHandler], None
 
 
 @hookspec
+def ahp_host_started(host: PluginHost) -> None:
+    """Take part in the host once every part of it is built, before any client connects.
+
+    Called once, after every other startup hook, with the engine, the router and
+    the services in place: what a plugin that watches the whole host (telemetry)
+    needs. Serve stateless channels (``host.open_stream``), add ``initialize``
+    fields (``host.advertise``), watch requests and changes (``host.on_request``,
+    ``host.on_change``), and say what to do when the host stops
+    (``host.at_stop``). An exception stops the host from starting.
+    """
+
+
+@hookspec
 def ahp_root_config(host: PluginHost) -> dict[str, Any] | None:
     """Return root config schema properties this plugin contributes.
 

@@ -104,6 +104,8 @@ class Host:
         self.terminals: TerminalService | None = None
         self.worktrees: SessionTrees | None = None
         self.automations: AutomationService | None = None
+        #: What plugins asked to run when the host stops (``PluginHost.at_stop``).
+        self._at_stop: list[Callable[[], Any]] = []
         self._started = False
 
     # -- startup -------------------------------------------------------------------
@@ -122,6 +124,9 @@ class Host:
             method_names=lambda: list(router.routes),
             session_store=lambda: self.session_store,
             automation_event=self._automation_event,
+            router=router,
+            initialize_fields=lambda: self._protocol_or_fail.initialize_fields,
+            at_stop=self._at_stop.append,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(
@@ -143,6 +148,8 @@ class Host:
         for impl in self.plugins.implementations("ahp_rpc_methods"):
             await resolve(impl(host=view, register=self._method_registrar(impl.plugin)))
         self._compose(engine, view)
+        for impl in self.plugins.implementations("ahp_host_started"):
+            await resolve(impl(host=view))
         if self.automations is not None:
             await self.automations.start()
         self._started = True
@@ -240,6 +247,12 @@ class Host:
         Work spawned while the host shuts down is dropped.
         """
         self.tasks.spawn(function, *args, name=name)
+
+    @property
+    def _protocol_or_fail(self) -> ProtocolService:
+        if self.protocol is None:
+            raise RuntimeError("the host has not been started")
+        return self.protocol
 
     @property
     def engine_or_fail(self) -> Engine:
@@ -374,6 +387,12 @@ class Host:
         return []
 
     async def aclose(self) -> None:
+        while self._at_stop:
+            work = self._at_stop.pop()
+            try:
+                await resolve(work())
+            except Exception:
+                log.exception("work a plugin left for the host's stop failed")
         for provider, backend in self.backends.items():
             stop = getattr(backend, "stop", None)
             if callable(stop):

@@ -17,3 +17,6 @@ class Channel:
     state: dict[str, Any]
     #: client -> the spelling of this channel's URI that client subscribed with.
     subscribers: dict[Client, str] = field(default_factory=dict)
+    #: A channel with no state (``ahp-otlp:``): subscribing answers no snapshot, nothing
+    #: is reduced onto it, and what it carries are notifications, never replayed.
+    stateless: bool = False

@@ -85,6 +85,8 @@ class Engine:
         # earlier run of the host is always older than anything buffered now, so
         # it is answered with snapshots rather than a replay of the wrong actions.
         self.server_seq = int(time.time() * 1000) if first_seq is None else first_seq
+        #: Where serverSeq started: it has moved once per change of state since.
+        self.first_seq = self.server_seq
         #: The newest envelope and its frame, so the sender's echo is not encoded twice.
         self._last_frame: tuple[dict[str, Any] | None, str, int] = (None, "", 0)
         self.channels: dict[str, Channel] = {}
@@ -107,6 +109,8 @@ class Engine:
         #: from it: budgets are read per frame, and the config changes rarely.
         self.config_read: tuple[Any, dict[tuple[str, int], int]] = (None, {})
         self._reconnect_listeners: list[Callable[[Client, list[str]], Any]] = []
+        #: Connections served since the engine started (telemetry counts them).
+        self.connections_made = 0
         self.add_channel(ROOT_CHANNEL, "root", root_state)
 
     # -- channels ---------------------------------------------------------------
@@ -114,10 +118,12 @@ class Engine:
     def root(self) -> Channel:
         return self.channels[ROOT_CHANNEL]
 
-    def add_channel(self, uri: str, kind: str, state: dict[str, Any]) -> Channel:
+    def add_channel(
+        self, uri: str, kind: str, state: dict[str, Any], *, stateless: bool = False
+    ) -> Channel:
         if uri in self.channels:
             raise ValueError(f"channel {uri} already exists")
-        channel = Channel(uri, kind, state)
+        channel = Channel(uri, kind, state, stateless=stateless)
         self.channels[uri] = channel
         return channel
 
@@ -407,6 +413,7 @@ class Engine:
     # -- clients -------------------------------------------------------------------
     def connect(self, client: Client) -> None:
         self.clients.add(client)
+        self.connections_made += 1
 
     def disconnect(self, client: Client) -> None:
         # Listeners are told first, while the client still says what it watched.
@@ -435,8 +442,8 @@ class Engine:
 
     async def subscribe(
         self, client: Client, spelling: str, *, hold: bool = False
-    ) -> dict[str, Any]:
-        """Take a snapshot and start watching, atomically.
+    ) -> dict[str, Any] | None:
+        """Take a snapshot and start watching, atomically; None for a stateless channel.
 
         With ``hold``, frames for the channel wait in the client until
         ``client.release(uri)``, so they cannot overtake the answer carrying
@@ -445,7 +452,7 @@ class Engine:
         channel = await self.open_channel(spelling)
         if channel is None:
             raise ProtocolError(NOT_FOUND, f"no channel {spelling} on this host")
-        snapshot = self.snapshot(channel, spelling)
+        snapshot = None if channel.stateless else self.snapshot(channel, spelling)
         channel.subscribers[client] = spelling
         client.subscriptions[channel.uri] = spelling
         if hold:

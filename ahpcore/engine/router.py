@@ -8,6 +8,7 @@ released behind it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -19,7 +20,14 @@ from ahpcore.engine.params import checked, load_models, models_built
 from ahpcore.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
 from ahpcore.protocol.methods import CLIENT_NOTIFICATIONS, COMMANDS
 
+log = logging.getLogger(__name__)
+
 Handler = Callable[[Client, dict[str, Any]], Any]
+#: Called once the request is answered, with what it raised (None when it succeeded).
+RequestDone = Callable[[BaseException | None], None]
+#: Told of each request before it is answered (client, method); returns what to call
+#: when it is, or None to hear no more of this one.
+RequestObserver = Callable[[Client, str], RequestDone | None]
 
 #: The port each protocol command needs when no plugin serves it, for the refusal.
 #: The resource* family is always routed (``ahpcore.services.resources``): a client may
@@ -69,6 +77,7 @@ class Router:
     def __init__(self) -> None:
         self._routes: dict[str, Route] = {}
         self._notifications: dict[str, Handler] = {}
+        self._observers: list[RequestObserver] = []
         #: Read-only views of what is served.
         self.routes: Mapping[str, Route] = MappingProxyType(self._routes)
         self.notifications: Mapping[str, Handler] = MappingProxyType(self._notifications)
@@ -88,7 +97,25 @@ class Router:
             raise ValueError(f"notification {method!r} already has a handler")
         self._notifications[method] = handler
 
+    def observe(self, observer: RequestObserver) -> None:
+        """Be told of every request and of its end (telemetry's span per request)."""
+        self._observers.append(observer)
+
     async def request(self, client: Client, method: str, params: Any) -> Any:
+        if not self._observers:
+            return await self._answer(client, method, params)
+        told = [done for observer in self._observers if (done := observer(client, method))]
+        if not told:
+            return await self._answer(client, method, params)
+        try:
+            result = await self._answer(client, method, params)
+        except BaseException as exc:
+            _tell(told, exc)
+            raise
+        _tell(told, None)
+        return result
+
+    async def _answer(self, client: Client, method: str, params: Any) -> Any:
         route = self.routes.get(method)
         if route is None and method in CLIENT_NOTIFICATIONS:
             raise ProtocolError(
@@ -118,6 +145,14 @@ class Router:
             elif not models_built():
                 await load_models(model)
         await resolve(handler(client, params))
+
+
+def _tell(told: list[RequestDone], error: BaseException | None) -> None:
+    for done in told:
+        try:
+            done(error)
+        except Exception:
+            log.exception("a request observer failed")
 
 
 def missing_port_message(method: str, port: str) -> str:

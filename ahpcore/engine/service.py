@@ -124,11 +124,13 @@ class ProtocolService:
         missing: list[str] = []
         for spelling in spellings:
             try:
-                snapshots.append(await self.engine.subscribe(client, spelling, hold=True))
+                snapshot = await self.engine.subscribe(client, spelling, hold=True)
             except ProtocolError as error:
                 log.info("client %s: %s not subscribed: %s", client.label, spelling, error.message)
                 missing.append(spelling)
                 continue
+            if snapshot is not None:  # a stateless channel is watched with no snapshot
+                snapshots.append(snapshot)
             held.append(self.engine.canonical(spelling))
         return snapshots, held, missing
 
@@ -170,8 +172,11 @@ class ProtocolService:
         if self.before_subscribe is not None:
             await self.before_subscribe(params["channel"])
         snapshot = await self.engine.subscribe(client, params["channel"], hold=True)
+        # A stateless channel (ahp-otlp:) answers an empty result.
         return self._releasing(
-            client, [self.engine.canonical(params["channel"])], {"snapshot": snapshot}
+            client,
+            [self.engine.canonical(params["channel"])],
+            {} if snapshot is None else {"snapshot": snapshot},
         )
 
     def unsubscribe(self, client: Client, params: dict[str, Any]) -> None:
