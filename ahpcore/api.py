@@ -277,6 +277,21 @@ class PluginHost:
             raise ValueError(f"{field!r} is already advertised on this host")
         fields[field] = value
 
+    def advertise_meta(self, key: str, value: Any) -> None:
+        """Answer every ``initialize`` from now on with ``_meta[key]`` set to ``value``:
+        a capability flag outside the protocol (VS Code reads ``vscode.*`` flags there).
+
+        Each plugin adds its own keys; a key somebody set already is refused with
+        ``ValueError`` naming it. Call it from a startup hook (``ahp_rpc_methods``,
+        ``ahp_host_started``).
+        """
+        if self._initialize_fields is None:
+            raise RuntimeError("this host answers no initialize")
+        meta = self._initialize_fields().setdefault("_meta", {})
+        if key in meta:
+            raise ValueError(f"_meta[{key!r}] is already advertised on this host")
+        meta[key] = value
+
     def open_stream(self, uri: str, *, kind: str = "stream", fold_case: bool = False) -> Stream:
         """Serve ``uri`` as a stateless channel (``Stream``) from now on.
 
