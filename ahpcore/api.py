@@ -13,10 +13,14 @@ generated from this module.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
+import shlex
+import uuid
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
 
 from ahpcore.engine.channels import Channel
 from ahpcore.engine.clients import Client
@@ -25,8 +29,10 @@ from ahpcore.engine.router import RequestDone, Router
 from ahpcore.findings import Check
 from ahpcore.logs import escape, redact
 from ahpcore.ports import SessionStore
+from ahpcore.protocol.errors import PERMISSION_DENIED, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL, file_uri, first_local_path, path_of_file_uri
 from ahpcore.rpc.framing import dumps_weighed
+from ahpcore.services.terminals.commands import plain_text
 from ahpcore.services.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
     MAX_SCROLLBACK_BYTES,
@@ -39,6 +45,10 @@ from ahpcore.sessions.turns import TurnRecorder
 from ahpcore.settings import HostSettings
 from ahpcore.store.private import private_folder, private_sqlite, tighten_sqlite, write_private
 from ahpcore.tasks import Tasks, Work
+
+if TYPE_CHECKING:
+    from ahpcore.services.terminals.output import LiveTerminal
+    from ahpcore.services.terminals.service import TerminalService
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +73,8 @@ __all__ = [
     "Check",
     "HostMeasures",
     "HostSettings",
+    "HostTerminal",
+    "NoTerminals",
     "PluginHost",
     "Stream",
     "TurnRecorder",
@@ -145,6 +157,81 @@ class Stream:
         self._close()
 
 
+class NoTerminals(RuntimeError):
+    """``host.open_terminal`` on a host that opens no terminals: no terminals port is
+    installed, or the one installed cannot open any here. The message says which."""
+
+
+#: How long ``HostTerminal.kill`` waits for the port to report the exit.
+_KILL_WAIT_SECONDS = 10.0
+
+
+class HostTerminal:
+    """A terminal a plugin opened with ``host.open_terminal``: an ``ahp-terminal:``
+    channel claimed by a session's chat, which clients subscribe to like any other.
+
+    Its channel stays (exited) once the command ends, so a tool call may keep
+    pointing at it; it goes with the session, or with ``dispose()``.
+    """
+
+    def __init__(self, service: TerminalService, live: LiveTerminal, title: str) -> None:
+        self._service = service
+        self._live = live
+        #: What clients see it called (the command line unless named otherwise).
+        self.title = title
+
+    @property
+    def uri(self) -> str:
+        """The ``ahp-terminal:`` channel's URI: what a tool call's ``terminal`` content names."""
+        return self._live.uri
+
+    @property
+    def exited(self) -> bool:
+        """Whether the command ended and all its output was reported."""
+        return self._live.feed.done.is_set()
+
+    @property
+    def exit_code(self) -> int | None:
+        """The command's exit code once it exited; None before, or when it was killed."""
+        return self._live.feed.exit_code
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the scrollback cap (``terminalScrollbackBytes``) dropped old output."""
+        return self._live.feed.trimmed
+
+    def output(self) -> str:
+        """The output the terminal still holds, as plain text (no escape sequences,
+        ``\\n`` line ends)."""
+        self._live.feed.flush()
+        return plain_text(self._live.feed.output_text())
+
+    def write(self, data: str) -> None:
+        """Type ``data`` into the terminal. Raises ``RuntimeError`` once it exited."""
+        process = self._live.process
+        if process is None or self.exited:
+            raise RuntimeError(f"{self.uri} has exited")
+        process.write(data.encode("utf-8"))
+
+    async def wait(self) -> int | None:
+        """Wait for the command to end; its exit code (None when killed)."""
+        await self._live.feed.done.wait()
+        return self._live.feed.exit_code
+
+    async def kill(self) -> None:
+        """End every process the command started; the channel stays, exited."""
+        process = self._live.process
+        if process is None or self.exited:
+            return
+        await process.kill()
+        with anyio.move_on_after(_KILL_WAIT_SECONDS):
+            await self._live.feed.done.wait()
+
+    async def dispose(self) -> None:
+        """Kill it and close its channel."""
+        await self._service.dispose(self.uri)
+
+
 class PluginHost:
     """The host as a plugin sees it.
 
@@ -167,7 +254,10 @@ class PluginHost:
         router: Router | None = None,
         initialize_fields: Callable[[], dict[str, Any]] | None = None,
         at_stop: Callable[[StopWork], None] | None = None,
+        terminals: Callable[[], TerminalService | None] = lambda: None,
     ) -> None:
+        # Asked when a plugin opens a terminal: the service is built after the plugins.
+        self._terminals = terminals
         self._automation_event = automation_event
         self._router = router
         self._initialize_fields = initialize_fields
@@ -424,3 +514,70 @@ class PluginHost:
         self._engine.notify_root(
             "root/sessionSummaryChanged", {"session": session, "changes": {"_meta": meta}}
         )
+
+    # -- terminals ---------------------------------------------------------------------
+    def terminals_unavailable(self) -> str | None:
+        """Why ``open_terminal`` cannot open a terminal on this host now, or None when it
+        can. Ask it after the host started: the terminals are set up after the plugins."""
+        service = self._terminals()
+        if service is None:
+            return "this host runs no terminals: no terminals port is installed"
+        return service.port.unavailable()
+
+    async def open_terminal(
+        self,
+        chat: str,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+        turn_id: str | None = None,
+        tool_call_id: str | None = None,
+    ) -> HostTerminal:
+        """Run ``command`` in a terminal claimed by ``chat`` (a chat URI) and its session,
+        as a ``!command`` runs: a pty under the terminals port, an ``ahp-terminal:``
+        channel clients may subscribe to, listed on the root channel, disposed with the
+        session.
+
+        ``args`` given, ``command`` is a program and each argument is passed as is;
+        none given, ``command`` is a command line for the shell. ``cwd`` (a local path
+        or ``file:`` URI) must lie inside the session's working directories, the same
+        fence clients meet; none given, the session's first. ``env`` is added to the
+        host's environment. ``turn_id`` and ``tool_call_id`` go in the claim.
+
+        Raises ``NoTerminals`` when the host opens no terminals (keep a fallback of
+        your own), ``ValueError`` for a chat that is not open here, and
+        ``PermissionError`` for a folder outside the fence.
+        """
+        reason = self.terminals_unavailable()
+        service = self._terminals()
+        if reason is not None or service is None:
+            raise NoTerminals(reason or "this host runs no terminals")
+        found = service.sessions.chat_by_uri(chat) if service.sessions is not None else None
+        if found is None:
+            raise ValueError(f"no chat {chat} open on this host")
+        claim: dict[str, Any] = {"kind": "session", "session": found.session.uri, "chat": chat}
+        if turn_id is not None:
+            claim["turnId"] = turn_id
+        if tool_call_id is not None:
+            claim["toolCallId"] = tool_call_id
+        line = shlex.join([command, *args]) if args else command
+        if env:
+            # The port takes no environment: env(1) sets it for the command alone.
+            program = line if args else shlex.join(["sh", "-c", command])
+            line = shlex.join(["env", *(f"{k}={v}" for k, v in env.items())]) + " " + program
+        title = name or shlex.join([command, *args])
+        try:
+            service._check_claim(None, claim)
+            # A session claim with or without a cwd never reads the client.
+            folder = service._start_directory(cwd, claim, cast(Any, None))
+            live = await service.open(
+                f"ahp-terminal:/plugin-{uuid.uuid4().hex}", claim, folder, {"name": title}, line
+            )
+        except ProtocolError as error:
+            if error.code == PERMISSION_DENIED:
+                raise PermissionError(error.message) from None
+            raise ValueError(error.message) from None
+        return HostTerminal(service, live, title)

@@ -127,6 +127,7 @@ class Host:
             router=router,
             initialize_fields=lambda: self._protocol_or_fail.initialize_fields,
             at_stop=self._at_stop.append,
+            terminals=lambda: self.terminals,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(

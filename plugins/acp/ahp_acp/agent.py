@@ -298,7 +298,7 @@ class AcpChat:
         if not record.title and turn.text.strip():
             record.title = turn.text.strip().splitlines()[0][:80]
         await self.backend.records.save()
-        view = self.view = TurnView(report, terminal_text=self._terminal_text)
+        view = self.view = TurnView(report, terminal_content=self._terminal_content)
         began = time.monotonic()
         try:
             await self._pick_model(turn.message)
@@ -382,9 +382,9 @@ class AcpChat:
             cost=Cost(cost.amount, cost.currency) if cost is not None else None,
         )
 
-    def _terminal_text(self, terminal_id: str) -> str | None:
+    def _terminal_content(self, terminal_id: str) -> dict[str, Any] | None:
         terminal = self.process.terminals.running.get(terminal_id)
-        return terminal.text() if terminal is not None else None
+        return terminal.content() if terminal is not None else None
 
     # -- what clients change --------------------------------------------------------------
     async def configure(self, values: Mapping[str, Any]) -> None:

@@ -22,7 +22,8 @@ from ahp_acp.agent import MODE_KEY, AcpChat, Replay, settle
 from ahp_acp.config import AgentSpec
 from ahp_acp.process import AgentFailed, AgentProcess, describe
 from ahp_acp.records import Records
-from ahpcore.api import path_of_file_uri
+from ahp_acp.terminals import HostOpener
+from ahpcore.api import HostTerminal, PluginHost, path_of_file_uri
 from ahpcore.ports.backend import (
     Abilities,
     BackendNotifier,
@@ -35,6 +36,17 @@ from ahpcore.ports.backend import (
 log = logging.getLogger(__name__)
 
 
+def _host_terminals(host: PluginHost, chat: str) -> HostOpener:
+    """Opens the chat's agent terminals as host terminals, claimed by the chat."""
+
+    async def open_terminal(
+        command: str, args: Sequence[str], env: Mapping[str, str], folder: str
+    ) -> HostTerminal:
+        return await host.open_terminal(chat, command, args, cwd=folder, env=env)
+
+    return open_terminal
+
+
 def roots_of(working_directories: Sequence[str]) -> list[str]:
     """The local folders among a session's working directories (file URIs)."""
     return [p for p in map(path_of_file_uri, working_directories) if p]
@@ -43,8 +55,17 @@ def roots_of(working_directories: Sequence[str]) -> list[str]:
 class AcpBackend:
     """The provider ``spec.name``: each chat runs in an agent process of its own."""
 
-    def __init__(self, spec: AgentSpec, state_dir: Path | None, *, probe: bool = True) -> None:
+    def __init__(
+        self,
+        spec: AgentSpec,
+        state_dir: Path | None,
+        *,
+        probe: bool = True,
+        host: PluginHost | None = None,
+    ) -> None:
         self.spec = spec
+        #: Runs the agents' terminals as host terminals (None: bare processes).
+        self.host = host
         self.provider = spec.name
         self.records = Records(state_dir / "sessions.json" if state_dir is not None else None)
         self.live: dict[str, AcpChat] = {}
@@ -210,6 +231,8 @@ class AcpBackend:
                 f"no {self.spec.name} session {start.backend_id!r} kept here to reopen"
             )
         process = AgentProcess(self.spec, roots)
+        if self.host is not None:
+            process.terminals.opener = _host_terminals(self.host, start.chat_uri)
         try:
             self._initialized(await process.start(roots[0]))
         except AgentFailed as exc:

@@ -37,4 +37,5 @@ def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
 
     probe = os.environ.get(PROBE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
     for spec in agents:
-        register(AcpBackend(spec, host.settings.state_dir / "acp" / spec.name, probe=probe))
+        state = host.settings.state_dir / "acp" / spec.name
+        register(AcpBackend(spec, state, probe=probe, host=host))

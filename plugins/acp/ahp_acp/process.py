@@ -139,7 +139,7 @@ class _Client:
         self, session_id: str, terminal_id: str, **kwargs: Any
     ) -> schema.WaitForTerminalExitResponse:
         terminal = self.process.terminals.get(terminal_id)
-        await terminal.exited.wait()
+        await terminal.wait()
         status = terminal.status() or (None, None)
         return schema.WaitForTerminalExitResponse(exit_code=status[0], signal=status[1])
 

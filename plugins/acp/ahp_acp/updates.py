@@ -35,8 +35,9 @@ TOOL_KINDS = {"execute": "terminal", "read": "read", "search": "search"}
 RAW_OUTPUT_CHARS = 8 << 10
 PLAN_MARKS = {"completed": "[x]", "in_progress": "[~]", "pending": "[ ]"}
 
-#: Reads a terminal's output by id, for a tool call that shows one.
-TerminalText = Callable[[str], str | None]
+#: A tool call's content item for a terminal, by the agent's id for it: the host
+#: terminal it is, or its output so far.
+TerminalContent = Callable[[str], dict[str, Any] | None]
 
 
 @dataclass
@@ -108,9 +109,9 @@ def plan_text(entries: Sequence[schema.PlanEntry]) -> str:
 class TurnView:
     """Tells one turn's updates to ``report``; ``live`` turns may also ask for permission."""
 
-    def __init__(self, report: TurnReporter, *, terminal_text: TerminalText | None = None):
+    def __init__(self, report: TurnReporter, *, terminal_content: TerminalContent | None = None):
         self.report = report
-        self.terminal_text = terminal_text
+        self.terminal_content = terminal_content
         self.calls: dict[str, Call] = {}
         self._plan: tuple[str, list[schema.PlanEntry]] | None = None
         self._plans = 0
@@ -198,9 +199,9 @@ class TurnView:
             elif isinstance(item, schema.FileEditToolCallContent):
                 items.append({"type": "text", "text": _diff_text(item)})
             elif isinstance(item, schema.TerminalToolCallContent):
-                output = self.terminal_text(item.terminal_id) if self.terminal_text else None
-                if output is not None:
-                    items.append({"type": "text", "text": output})
+                shown = self.terminal_content(item.terminal_id) if self.terminal_content else None
+                if shown is not None:
+                    items.append(shown)
         if not items and call.raw_output is not None:
             raw = (
                 call.raw_output

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -36,9 +36,12 @@ def agents_env(state: Path, **env: str) -> str:
 
 
 @asynccontextmanager
-async def acp_host(state_dir: Path) -> AsyncIterator[RunningHost]:
+async def acp_host(
+    state_dir: Path, *, also: Sequence[tuple[str, object]] = ()
+) -> AsyncIterator[RunningHost]:
+    """The acp plugin, and ``also`` (such as the terminals plugin)."""
     settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
-    async with running_host([("acp", ahp_acp.plugin)], settings=settings) as running:
+    async with running_host([("acp", ahp_acp.plugin), *also], settings=settings) as running:
         yield running
 
 

@@ -180,3 +180,50 @@ async def test_an_agent_that_dies_mid_turn_ends_it_in_an_error_that_says_why(
         assert end["type"] == "chat/error"
         message = end["part"]["error"]["message"]
         assert "exited with code 3" in message and "fell over on purpose" in message
+
+
+async def test_an_agents_terminal_is_a_host_terminal_a_client_watches(
+    fake_agent, tmp_path: Path, workdir: Path
+):
+    import ahp_terminals.plugin
+
+    terminals = [("terminals", ahp_terminals.plugin)]
+    async with acp_host(tmp_path / "state", also=terminals) as running:
+        client, session, chat = await connect_and_open(running, workdir)
+        command = "echo started; sleep 1; echo done-$((2+3)); exit 3"
+        await start_turn(client, chat, f"run {command}", "t1")
+        listed = await client.recv_until(
+            lambda f: (
+                f.get("method") == "action"
+                and f["params"]["action"]["type"] == "root/terminalsChanged"
+                and bool(f["params"]["action"]["terminals"])
+            ),
+            timeout=30,
+        )
+        [info] = listed["params"]["action"]["terminals"]
+        terminal = info["resource"]
+        assert terminal.startswith("ahp-terminal:")
+        assert info["claim"] == {"kind": "session", "session": session, "chat": chat}
+        watched = (await client.request("subscribe", {"channel": terminal}))["snapshot"]
+        assert watched["state"]["cwd"] == workdir.as_uri()
+        exited = await client.recv_until(is_action("terminal/exited", terminal), timeout=30)
+        assert exited["params"]["action"]["exitCode"] == 3
+        seen = "".join(part.get("value", "") for part in watched["state"]["content"])
+        seen += "".join(
+            a["action"]["data"]
+            for a in client.actions_for(terminal)
+            if a["action"]["type"] == "terminal/data"
+        )
+        assert "started" in seen and "done-5" in seen
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        state = await chat_state(client, chat)
+        assert parts(state)[-1]["content"] == "exit 3: started\ndone-5"
+        [tool] = [p["toolCall"] for p in parts(state) if p["kind"] == "toolCall"]
+        [shown] = tool["content"]
+        assert shown["type"] == "terminal" and shown["resource"] == terminal
+        assert shown["result"]["exitCode"] == 3
+        assert "done-5" in shown["result"]["preview"]
+        # Released by the agent, the terminal stays for the tool call until the session goes.
+        assert terminal in running.host.terminals.terminals
+        await client.request("disposeSession", {"channel": session})
+        assert terminal not in running.host.terminals.terminals
