@@ -1,0 +1,55 @@
+"""The root config keys the VS Code window pushes on connecting (``root/configChanged``).
+
+A key no plugin declares is refused by name, and VS Code pushes its keys in
+one action: without these, part of what the window sends would bounce on
+every connection. Declared here, they are kept and read back like any root
+config; each description says whether this host acts on it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_KEPT = "Kept for the VS Code window; this host does not act on it."
+
+
+def _flag(title: str, description: str = _KEPT) -> dict[str, Any]:
+    return {"type": "boolean", "title": title, "description": description}
+
+
+def _object(title: str, description: str = _KEPT) -> dict[str, Any]:
+    return {"type": "object", "title": title, "description": description}
+
+
+ROOT_CONFIG: dict[str, dict[str, Any]] = {
+    "telemetryLevel": {
+        "type": "string",
+        "title": "Telemetry level",
+        "description": "The most restrictive telemetry level of the connected VS Code windows. "
+        + _KEPT,
+        "enum": ["all", "error", "crash", "off"],
+    },
+    "terminalAutoApproveEnabled": _flag("Terminal auto-approve"),
+    "terminalAutoApproveRules": _object(
+        "Terminal auto-approve rules",
+        "Command patterns VS Code approves (true), refuses (false) or asks about (null). " + _KEPT,
+    ),
+    "disableRepoInfoTelemetry": _flag("No repository telemetry"),
+    "workspaceTrust": _object("Workspace trust", "Folders the VS Code window trusts. " + _KEPT),
+    "sessionSyncEnabled": _flag("Session sync"),
+    "codexAgentEnabled": _flag("Codex agent"),
+    "globalAutoApproveEnabled": _flag("Global auto-approve"),
+    "autoReplyEnabled": _flag("Auto reply"),
+    "preferLongContextEnabled": _flag("Prefer long context"),
+    "systemProxyEnabled": _flag("System proxy"),
+    "migrateLegacyCopilotCliEnabled": _flag("Migrate the legacy Copilot CLI"),
+    "copilotMultiRootEnabled": _flag("Copilot multi-root"),
+    "claudeMultiRootEnabled": _flag("Claude multi-root"),
+    "codexMultiRootEnabled": _flag("Codex multi-root"),
+    "editTelemetryEnabled": _flag("Edit telemetry"),
+    "mcpServers": _object(
+        "MCP servers",
+        "VS Code's MCP servers. " + _KEPT + " Agents read their own MCP configuration.",
+    ),
+    "permissions": _object("Permissions", "VS Code's allow and deny lists. " + _KEPT),
+}

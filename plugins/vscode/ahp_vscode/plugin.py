@@ -1,0 +1,128 @@
+"""The ``vscode`` plugin: the VS Code window's own requests, on the AHP connection.
+
+Served as plain JSON-RPC methods (``ahp_rpc_methods``), each ``vscode/*`` family
+switched on for the window by a ``true`` flag in ``InitializeResult._meta``,
+set only for what is really answered here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import anyio
+
+from ahp_vscode import diagnostics, worktrees
+from ahp_vscode.config import ROOT_CONFIG
+from ahpcore.api import PluginHost, private_folder
+from ahpcore.hookspecs import hookimpl
+from ahpcore.protocol.errors import INTERNAL_ERROR, ProtocolError
+
+log = logging.getLogger(__name__)
+
+#: ``_meta`` flag of the five detached-worktree methods.
+DETACHED_WORKTREES_FLAG = "vscode.detachedWorktrees"
+#: Long enough for the answer to ``shutdown`` to leave before the host stops.
+SHUTDOWN_DELAY = 0.2
+
+
+def stop_by_signal() -> None:
+    """Stop the process the way Ctrl-C does: ``ahp serve`` stops cleanly on SIGTERM.
+
+    Only where something handles SIGTERM: a host run inside another program
+    (a test, an embedding) is not the plugin's to end.
+    """
+    if _unhandled_sigterm():
+        raise ProtocolError(
+            INTERNAL_ERROR, "shutdown: this host is not run by `ahp serve`; stop it where it runs"
+        )
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _unhandled_sigterm() -> bool:
+    return signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+
+
+class VSCodePlugin:
+    """One per host. ``endpoints`` are what diagnostics may fetch; ``stop`` ends the host."""
+
+    def __init__(
+        self,
+        *,
+        endpoints: Sequence[diagnostics.Endpoint] = diagnostics.DEFAULT_ENDPOINTS,
+        stop: Callable[[], None] = stop_by_signal,
+    ) -> None:
+        self.endpoints = tuple(endpoints)
+        self.stop = stop
+        self.detached: worktrees.DetachedWorktrees | None = None
+        self.host: PluginHost | None = None
+        self._stopping = False
+
+    @hookimpl
+    def ahp_root_config(self, host: PluginHost) -> dict[str, Any]:
+        return dict(ROOT_CONFIG)
+
+    @hookimpl
+    def ahp_rpc_methods(self, host: PluginHost, register: Callable[..., None]) -> None:
+        self.host = host
+        register("shutdown", self.shutdown)
+        register("getNetworkDiagnosticsInfo", self.network_info)
+        register("getManagedSettingsDiagnostics", self.managed_settings)
+        register("diagnosticsFetch", self.fetch)
+        port = host.ports.get("worktrees")
+        if port is not None:
+            folder = private_folder(host.settings.state_dir / "vscode")
+            self.detached = detached = worktrees.DetachedWorktrees(host, port, folder)
+            register(worktrees.CREATE, detached.create)
+            register(worktrees.CLAIM, detached.claim)
+            register(worktrees.ARCHIVE, detached.set_archived)
+            register(worktrees.DELETE, detached.delete)
+            register(worktrees.RECONCILE, detached.reconcile)
+            host.advertise_meta(DETACHED_WORKTREES_FLAG, True)
+
+    # -- shutdown and diagnostics ---------------------------------------------------------
+    async def shutdown(self, client: Any, params: Any) -> None:
+        if self._stopping:
+            return None  # asked twice: it is on its way
+        if self.stop is stop_by_signal and _unhandled_sigterm():
+            stop_by_signal()  # refuses, saying why, before anything is answered
+        assert self.host is not None
+        self._stopping = True
+        log.info("vscode: a client asked the host to shut down")
+
+        async def later() -> None:
+            await anyio.sleep(SHUTDOWN_DELAY)
+            self.stop()
+
+        # The answer (null) goes out first; the host stops a moment later.
+        self.host.spawn(later, name="shutdown asked by a client")
+        return None
+
+    def network_info(self, client: Any, params: Any) -> dict[str, Any]:
+        return diagnostics.network_info(self.endpoints)
+
+    @staticmethod
+    def managed_settings(client: Any, params: Any) -> list[Any]:
+        # No enterprise policy layer here: an empty list is VS Code's answer for that.
+        return []
+
+    async def fetch(self, client: Any, params: Any) -> dict[str, Any]:
+        url = params.get("url") if isinstance(params, dict) else None
+        return await diagnostics.fetch(url, self.endpoints)
+
+
+_plugin = VSCodePlugin()
+
+
+@hookimpl
+def ahp_root_config(host: PluginHost) -> dict[str, Any]:
+    return _plugin.ahp_root_config(host)
+
+
+@hookimpl
+def ahp_rpc_methods(host: PluginHost, register: Callable[..., None]) -> None:
+    # A fresh plugin per host: handles and the shutdown latch are one host's.
+    VSCodePlugin().ahp_rpc_methods(host, register)
