@@ -438,6 +438,15 @@ def serve(
             show_default="beside each repository",
         ),
     ] = None,
+    otlp_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            envvar="AHP_OTLP_ENDPOINT",
+            help="Also send the host's logs, traces and metrics to this OpenTelemetry "
+            "collector over OTLP/HTTP (http://127.0.0.1:4318); needs the ahp-otlp plugin.",
+            show_default="none",
+        ),
+    ] = None,
     stop_timeout: Annotated[
         float,
         typer.Option(
@@ -490,6 +499,10 @@ def serve(
         if state_dir is not None:
             settings.state_dir = state_dir
         settings.worktrees_root = worktrees_root
+        if otlp_endpoint:
+            if not otlp_endpoint.startswith(("http://", "https://")):
+                raise Fail(f"--otlp-endpoint {otlp_endpoint!r} is not an http:// or https:// URL")
+            settings.otlp_endpoint = otlp_endpoint
         _check_state_dir(settings.state_dir)
         # Before anything opens the store: a second host on it is refused, not run beside.
         state_lock = _lock_state_dir(settings.state_dir) if sessions == "file" else None
@@ -672,6 +685,7 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
                     allow_origins=options.allow_origins,
                     limits=limits,
                     inspector=options.inspector,
+                    people=host.identify,
                 )
             )
         except OSError as exc:
@@ -1000,6 +1014,7 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "--log-level": ("log_level", "str", "AHP_LOG_LEVEL"),
     "--log-file": ("log_file", "path", "AHP_LOG_FILE"),
     "--worktrees-root": ("worktrees_root", "path", "AHP_WORKTREES_ROOT"),
+    "--otlp-endpoint": ("otlp_endpoint", "str", "AHP_OTLP_ENDPOINT"),
     "--stop-timeout": ("stop_timeout", "float", "AHP_STOP_TIMEOUT"),
 }
 _BOOLEANS = {"1": True, "true": True, "0": False, "false": False}

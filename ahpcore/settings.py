@@ -34,3 +34,5 @@ class HostSettings:
     #: (see ahpcore.rpc.budget); None lifts the budget.
     inbound_frames_per_second: float | None = DEFAULT_FRAMES_PER_SECOND
     inbound_bytes_per_second: float = DEFAULT_BYTES_PER_SECOND
+    #: An OpenTelemetry collector's OTLP/HTTP base URL (``--otlp-endpoint``), for ahp-otlp.
+    otlp_endpoint: str | None = None

@@ -3,8 +3,9 @@
 Installed, it advertises ``telemetry`` on ``initialize``; a client that
 subscribes to ``ahp-otlp://logs/{level}``, ``ahp-otlp://traces`` or
 ``ahp-otlp://metrics`` is sent ``otlp/exportLogs``, ``otlp/exportTraces`` and
-``otlp/exportMetrics``. With ``AHP_OTLP_ENDPOINT`` (``ahp serve
---otlp-endpoint``) the same goes to that OTLP/HTTP collector too.
+``otlp/exportMetrics``. With ``ahp serve --otlp-endpoint URL`` (or
+``AHP_OTLP_ENDPOINT`` for a host started otherwise) the same goes to that
+OTLP/HTTP collector too.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ class OtlpPlugin:
         self.options = options
         self.running: list[Telemetry] = []
 
-    def _options(self) -> Options:
+    def _options(self, host: PluginHost) -> Options:
         if self.options is not None:
             return self.options
-        return Options(endpoint=os.environ.get(ENV_ENDPOINT, "").strip() or None)
+        endpoint = host.settings.otlp_endpoint or os.environ.get(ENV_ENDPOINT, "").strip()
+        return Options(endpoint=endpoint or None)
 
     @hookimpl
     def ahp_host_started(self, host: PluginHost) -> None:
-        telemetry = Telemetry(host, self._options())
+        telemetry = Telemetry(host, self._options(host))
         self.running.append(telemetry)
 
         def forget() -> None:

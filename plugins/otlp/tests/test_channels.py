@@ -233,3 +233,96 @@ async def test_metrics_count_since_start(tmp_path: Path) -> None:
         [latency] = points("ahp.turn.duration")
         assert latency["count"] == "2" and metrics["ahp.turn.duration"]["unit"] == "s"
         assert total("ahp.actions.rate") >= 0
+
+
+async def test_a_subscriber_that_stops_reading_is_closed_and_sessions_go_on(
+    tmp_path: Path,
+) -> None:
+    from websockets.exceptions import ConnectionClosed
+
+    from ahpcore.protocol.uris import ROOT_CHANNEL
+
+    async with otlp_host(tmp_path) as running:
+        engine = running.host.engine_or_fail
+        engine.apply(
+            ROOT_CHANNEL, {"type": "root/configChanged", "config": {"clientQueueBytes": 1 << 20}}
+        )
+        # It reads nothing once subscribed: its socket and then its queue fill.
+        slow = await running.connect("slow", conformance=False, max_queue=1)
+        await slow.initialize([ROOT_CHANNEL])
+        await slow.request("subscribe", {"channel": "ahp-otlp://logs/info"})
+        user, _ = await initialized(running, "user")
+        _, chat = await open_session(user)
+        (held,) = [c for c in engine.clients if c.client_id == "slow"]
+        logger = logging.getLogger("ahpcore.flood")
+        line = "x" * 4096
+        with anyio.fail_after(30):
+            n = 0
+            while not held.peer.closed:
+                for _ in range(200):
+                    logger.warning("flood %d %s", n, line)
+                    n += 1
+                # A turn meanwhile ends as it would with nobody watching.
+                with anyio.fail_after(5):
+                    await run_turn(user, chat, "hello", f"t{n}")
+        with anyio.fail_after(10), pytest.raises(ConnectionClosed):
+            while True:
+                await slow.connection.recv()
+        assert slow.connection.close_code == 1008
+        with anyio.fail_after(5):
+            await run_turn(user, chat, "work", "after")
+
+
+async def test_nothing_is_made_before_anyone_subscribes_and_nothing_is_replayed(
+    tmp_path: Path,
+) -> None:
+    from opentelemetry.sdk._logs import LogRecordProcessor
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from ahp_otlp.plugin import OtlpPlugin
+
+    made = {"spans": 0, "logs": 0}
+
+    class Spans(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            made["spans"] += 1
+
+    class Logs(LogRecordProcessor):
+        def on_emit(self, log_record: Any) -> None:
+            made["logs"] += 1
+
+        def shutdown(self) -> None:
+            return None
+
+        def force_flush(self, timeout_millis: int = 30000) -> bool:
+            return True
+
+    async with otlp_host(tmp_path) as running:
+        plugin = running.host.plugins.get("otlp")
+        assert isinstance(plugin, OtlpPlugin)
+        [telemetry] = plugin.running
+        telemetry.tracer_provider.add_span_processor(Spans())
+        telemetry.logger_provider.add_log_record_processor(Logs())
+        user, _ = await initialized(running, "user")
+        _, chat = await open_session(user)
+        await run_turn(user, chat, "work", "unwatched")
+        logging.getLogger("ahpcore.example").warning("nobody hears this")
+        assert made == {"spans": 0, "logs": 0}
+        watcher, _ = await initialized(running, "watcher")
+        await watcher.request("subscribe", {"channel": TRACES_URI})
+        await watcher.request("ping", {"channel": "ahp-root://"})
+        frame = await watcher.recv_until(is_export(TRACES))
+        names = {span["name"] for span in spans_of(frame["params"]["payload"])}
+        assert "ping" in names and "turn" not in names and made["spans"] > 0
+        # A reconnect asks the traces channel back: nothing of it is replayed.
+        again = await running.connect("watcher-again")
+        result = await again.request(
+            "reconnect",
+            {
+                "channel": "ahp-root://",
+                "clientId": "watcher-again",
+                "lastSeenServerSeq": running.host.engine_or_fail.server_seq,
+                "subscriptions": [TRACES_URI],
+            },
+        )
+        assert result == {"type": "replay", "actions": [], "missing": []}
