@@ -19,6 +19,8 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Configuration", "configuration.md"),
     ("Running as a service", "service.md"),
     ("Automations", "automations.md"),
+    ("Telemetry", "telemetry.md"),
+    ("Using VS Code", "vscode.md"),
     ("Architecture", "architecture.md"),
     (
         "Plugins",
