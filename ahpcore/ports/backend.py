@@ -343,6 +343,17 @@ class SessionReporter(Protocol):
         """The session's customizations now (containers with their children), replacing the old."""
         ...
 
+    def customization_updated(self, item: Mapping[str, JSON]) -> None:
+        """One top-level customization as it is now, new or replacing the one with its id
+        (``session/customizationUpdated``): cheaper than the whole list when one entry moved.
+        A new one goes last."""
+        ...
+
+    def customization_removed(self, customization_id: str) -> None:
+        """A top-level customization, or a child of a container, is gone
+        (``session/customizationRemoved``)."""
+        ...
+
     def config(self, values: Mapping[str, JSON]) -> None:
         """Session config values the agent changed itself (a model or effort switch)."""
         ...

@@ -187,6 +187,12 @@ class AgentReporter:
             {"type": "session/customizationsChanged", "customizations": [dict(i) for i in items]}
         )
 
+    def customization_updated(self, item: Mapping[str, Any]) -> None:
+        self._session_apply({"type": "session/customizationUpdated", "customization": dict(item)})
+
+    def customization_removed(self, customization_id: str) -> None:
+        self._session_apply({"type": "session/customizationRemoved", "id": customization_id})
+
     def config(self, values: Mapping[str, Any]) -> None:
         if values:
             self._session_apply({"type": "session/configChanged", "config": dict(values)})

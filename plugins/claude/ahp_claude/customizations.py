@@ -13,12 +13,17 @@ server's own name, which is what a ``mcp__<server>__<tool>`` call names too.
 MCP servers are switched through the CLI and plugins through its
 ``enabledPlugins`` (then reloaded), each read back; a skill or a prompt has no
 switch in the CLI and is refused with the reason.
+
+The whole list goes out once; after that only what moved does: a server's state
+alone (``session/mcpServerStateChanged``), an entry that changed otherwise or
+came (``session/customizationUpdated``), one that left
+(``session/customizationRemoved``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -317,6 +322,8 @@ class Customizations:
         #: MCP servers a client switched while no CLI ran, applied when one starts.
         self.wanted: dict[str, bool] = {}
         self._settling = False
+        #: The entries last reported, in order (None until the first whole list went out).
+        self._published: list[dict[str, Any]] | None = None
 
     def items(self) -> list[dict[str, Any]]:
         home = self._home
@@ -329,14 +336,53 @@ class Customizations:
         made += [mcp_server(s, self.directory, home) for s in self.servers.values()]
         return made
 
-    def publish(self) -> None:
+    def publish(self, *, again: Collection[str] = ()) -> None:
+        """Report what moved since the last report (the whole list the first time).
+
+        ``again``: entries to report even if this side saw no change, because a
+        client's own action (a switch, a start) moved them in the session's state.
+        """
         report = self._report
         if report is None:
             return
+        items = self.items()
         try:
-            report.customizations(self.items())
+            if self._published is None or not self._report_moves(report, items, again):
+                report.customizations(items)
+            self._published = items
         except Exception:  # a session gone away: nothing to show it to
             log.debug("customizations not published", exc_info=True)
+
+    def _report_moves(
+        self, report: SessionReporter, items: list[dict[str, Any]], again: Collection[str]
+    ) -> bool:
+        """Report ``items`` as single moves from the last report; False when they cannot say it.
+
+        An entry that is new goes last, so only a list that keeps the old order and
+        adds at its end is said in moves; any other is said whole.
+        """
+        old = {str(item["id"]): item for item in self._published or ()}
+        new = {str(item["id"]): item for item in items}
+        kept = [ident for ident in old if ident in new]
+        if list(new) != kept + [ident for ident in new if ident not in old]:
+            return False
+        for ident in old:
+            if ident not in new:
+                report.customization_removed(ident)
+        for ident, item in new.items():
+            before = old.get(ident)
+            if before == item and ident not in again:
+                continue
+            if (
+                before is not None
+                and ident not in again
+                and item.get("type") == "mcpServer"
+                and {**before, "state": None} == {**item, "state": None}
+            ):
+                report.mcp_server_state(ident, item["state"])
+            else:
+                report.customization_updated(item)
+        return True
 
     # -- what the CLI says -------------------------------------------------------------
     async def connected(self, client: ClaudeSDKClient) -> None:
@@ -361,7 +407,7 @@ class Customizations:
             self.wanted.clear()
         if self.plugin_switches:
             await self._apply_plugins(client)
-        await self._read_servers(client, publish_all=True)
+        await self._read_servers(client)
         await self.settle(client)
 
     def init(self, data: Mapping[str, Any]) -> None:
@@ -377,21 +423,14 @@ class Customizations:
             self.plugins[str(plugin.get("source") or plugin["name"])] = plugin
         self.loaded = [str(p.get("source") or p["name"]) for p in loaded]
 
-    async def _read_servers(self, client: ClaudeSDKClient, *, publish_all: bool = False) -> None:
+    async def _read_servers(self, client: ClaudeSDKClient, *, again: Collection[str] = ()) -> None:
         """Ask the CLI for its servers' states; report what moved."""
         answer = await client.get_mcp_status()
-        fresh = {str(s["name"]): dict(s) for s in answer.get("mcpServers") or () if _shown(s)}
-        old, self.servers = self.servers, fresh
+        self.servers = {
+            str(s["name"]): dict(s) for s in answer.get("mcpServers") or () if _shown(s)
+        }
         self.servers_heard = True
-        report = self._report
-        if publish_all or set(old) != set(fresh):
-            self.publish()
-            return
-        if report is None:
-            return
-        for name, status in fresh.items():
-            if mcp_state(old[name]) != mcp_state(status):
-                report.mcp_server_state(name, mcp_state(status))
+        self.publish(again=again)
 
     async def settle(self, client: ClaudeSDKClient) -> None:
         """Follow servers that are still starting until each is up, failed or waiting on a sign-in."""
@@ -472,14 +511,20 @@ class Customizations:
             raise AgentRefused(f"this Claude session has no MCP server {name}")
         try:
             await self._switch(client, name, enabled)
-            # The whole list: a server's switch moves with its state (mcpServerStateChanged
-            # carries the state alone).
-            await self._read_servers(client, publish_all=True)
         except Exception as exc:  # the CLI went away meanwhile
             raise AgentRefused(f"Claude Code could not switch MCP server {name}: {exc}") from None
-        if not self._settling:
-            # A server still starting is followed in the background: the client is answered now.
-            self._spawn(self.settle, client, name="claude mcp servers")
+        # Read back once the client's own action is applied: it moved the server's entry in
+        # the session (a switch, "starting"), and what the CLI says must come after it.
+        self._spawn(self._switched, client, name, name="claude mcp servers")
+
+    async def _switched(self, client: ClaudeSDKClient, name: str) -> None:
+        try:
+            await self._read_servers(client, again=(name,))
+        except Exception as exc:  # the CLI went away: its next start asks again
+            log.info("could not read MCP server %s back: %s", name, exc)
+            return
+        # A server still starting is followed until it is up, failed or waiting on a sign-in.
+        await self.settle(client)
 
     async def _switch(self, client: ClaudeSDKClient, name: str, enabled: bool) -> None:
         status = (self.servers.get(name) or {}).get("status")

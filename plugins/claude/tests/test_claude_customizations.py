@@ -13,6 +13,7 @@ import anyio
 import pytest
 from anthropic_server import ToolUse, reply
 from conftest import (
+    agent_of,
     chat_state,
     confirm,
     connect_and_open,
@@ -24,6 +25,7 @@ from conftest import (
 from oauth_server import OAuthServer
 
 from ahp_claude.plugin import backend_for
+from ahpcore import reducers
 from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
 from ahpcore.testing import running_host
@@ -66,17 +68,27 @@ def project(workdir: Path, oauth: OAuthServer) -> None:
 
 
 def customizations(client: Any, session: str) -> list[dict[str, Any]]:
-    """The session's customizations as the actions received so far leave them."""
-    found: list[dict[str, Any]] = []
+    """The session's customizations as the actions received so far leave them, folded onto
+    the snapshot by the reducer a client runs."""
+    from_seq, state = client.snapshots[session]
+    seen: set[int] = set()
     for envelope in client.actions_for(session):
-        action = envelope["action"]
-        if action["type"] == "session/customizationsChanged":
-            found = [dict(c) for c in action["customizations"]]
-        elif action["type"] == "session/mcpServerStateChanged":
-            found = [
-                {**c, "state": action["state"]} if c["id"] == action["id"] else c for c in found
-            ]
-    return found
+        seq = envelope["serverSeq"]
+        if seq > from_seq and seq not in seen:
+            seen.add(seq)
+            state = reducers.reduce("session", state, envelope["action"])
+    return [dict(c) for c in state.get("customizations") or ()]
+
+
+def customization_actions(client: Any, session: str, since: int = 0) -> list[dict[str, Any]]:
+    """The customization actions on ``session`` among the frames from index ``since`` on."""
+    return [
+        f["params"]["action"]
+        for f in client.frames[since:]
+        if f.get("method") == "action"
+        and f["params"]["channel"] == session
+        and f["params"]["action"]["type"].startswith(("session/customization", "session/mcp"))
+    ]
 
 
 def servers(client: Any, session: str) -> dict[str, str]:
@@ -218,7 +230,13 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
                 },
             )
             assert "rejectionReason" not in await client.answer_to(seq)
-            await client.recv_until(is_action("session/customizationsChanged", session))
+            # The plugin's entry alone, not the whole list again.
+            await client.recv_until(
+                lambda f: (
+                    is_action("session/customizationUpdated", session)(f)
+                    and f["params"]["action"]["customization"]["id"] == plugin["id"]
+                )
+            )
             [now] = [c for c in customizations(client, session) if c["id"] == plugin["id"]]
             assert now["enablement"] == [{"kind": "session", "enabled": enabled}]
             assert ("load" in now) is enabled
@@ -228,6 +246,57 @@ async def test_commands_skills_and_mcp_servers_of_the_cli_are_the_sessions_custo
             session, {"type": "session/mcpServerStartRequested", "id": "nowhere"}
         )
         assert "no MCP server nowhere" in (await client.answer_to(seq))["rejectionReason"]
+
+
+async def test_a_server_that_moves_or_leaves_is_said_alone_not_in_the_whole_list(
+    claude_host, anthropic, workdir
+):
+    echo = {"command": sys.executable, "args": [str(HERE / "mcp_echo.py")]}
+    broken = {"command": sys.executable, "args": ["-c", "import sys; sys.exit(3)"]}
+    write(workdir / ".mcp.json", json.dumps({"mcpServers": {"echo": echo, "broken": broken}}))
+    anthropic.script(reply("one"), reply("two"))
+    async with claude_host() as (running, _):
+        client, session, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "hi", "t1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        await servers_reach(client, session, echo="ready", broken="error")
+        assert any(
+            a["type"] == "session/customizationsChanged"
+            for a in customization_actions(client, session)
+        ), "the whole list goes out once"
+
+        # Switched off and on again: the server's own entry each time.
+        mark = len(client.frames)
+        seq = await client.dispatch(
+            session,
+            {
+                "type": "session/customizationToggled",
+                "id": "echo",
+                "enablement": [{"kind": "session", "enabled": False}],
+            },
+        )
+        assert "rejectionReason" not in await client.answer_to(seq)
+        await servers_reach(client, session, echo="stopped")
+        await client.dispatch(session, {"type": "session/mcpServerStartRequested", "id": "echo"})
+        await servers_reach(client, session, echo="ready")
+        moved = customization_actions(client, session, mark)
+        assert "session/customizationsChanged" not in [a["type"] for a in moved]
+        updated = [a["customization"] for a in moved if a["type"] == "session/customizationUpdated"]
+        assert updated and {c["id"] for c in updated} == {"echo"}
+        assert updated[0]["enablement"] == [{"kind": "session", "enabled": False}]
+
+        # A server gone from the configuration when the CLI starts again is removed alone.
+        write(workdir / ".mcp.json", json.dumps({"mcpServers": {"echo": echo}}))
+        await agent_of(running, chat).rest()
+        mark = len(client.frames)
+        await start_turn(client, chat, "again", "t2")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        removed = await client.recv_until(is_action("session/customizationRemoved", session), 40)
+        assert removed["params"]["action"]["id"] == "broken"
+        moved = customization_actions(client, session, mark)
+        assert "session/customizationsChanged" not in [a["type"] for a in moved]
+        assert "broken" not in servers(client, session)
+        await client.assert_replay_agrees([session])
 
 
 def _children_cmdlines() -> list[str]:
