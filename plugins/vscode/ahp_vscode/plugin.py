@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from ahp_vscode import diagnostics, worktrees
+from ahp_vscode import debuglogs, diagnostics, worktrees
 from ahp_vscode.config import ROOT_CONFIG
 from ahpcore.api import PluginHost, private_folder
 from ahpcore.hookspecs import hookimpl
@@ -72,6 +72,10 @@ class VSCodePlugin:
         register("getNetworkDiagnosticsInfo", self.network_info)
         register("getManagedSettingsDiagnostics", self.managed_settings)
         register("diagnosticsFetch", self.fetch)
+        # No _meta flag gates these: the window asks, and hears why when there is no log file.
+        logs = debuglogs.DebugLogs(host.settings.state_dir / "vscode" / "debug-logs")
+        register(debuglogs.COLLECT, logs.collect)
+        register(debuglogs.READ, logs.read)
         port = host.ports.get("worktrees")
         if port is not None:
             folder = private_folder(host.settings.state_dir / "vscode")
