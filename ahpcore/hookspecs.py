@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         RpcHandler,
         SessionStore,
         TerminalsPort,
+        UsersPort,
         WorktreesPort,
     )
 
@@ -98,6 +99,18 @@ def ahp_automations(host: PluginHost) -> AutomationsPort | None:
     the run channels, ``runAutomation``, ``fetchAutomationRuns`` and
     ``listAutomationTriggerDefinitions``, and advertises ``automations`` on
     ``initialize``. Fires when the host starts.
+    """
+
+
+@hookspec(firstresult=True)
+def ahp_users(host: PluginHost) -> UsersPort | None:
+    """Return the users port: people, each with a connection token and a role.
+
+    First non-None answer wins. With one, a person's token opens a connection as
+    that person (``user:<name>``), the deployment token as the host itself
+    (``root:<hostname>``); roles limit what each may do, and sessions record who
+    owns them. Without one, whoever holds the deployment token may do
+    everything. Fires when the host starts.
     """
 
 

@@ -41,6 +41,7 @@ from ahpcore.services.changesets import ChangesetService
 from ahpcore.services.resources import ResourceService
 from ahpcore.services.terminals.commands import COMMAND_PREFIX
 from ahpcore.services.terminals.service import TerminalService
+from ahpcore.services.users import UsersService, root_identity
 from ahpcore.services.worktrees import SessionTrees
 from ahpcore.sessions.catalogue import decorate_rows
 from ahpcore.sessions.manager import SessionManager
@@ -104,6 +105,7 @@ class Host:
         self.terminals: TerminalService | None = None
         self.worktrees: SessionTrees | None = None
         self.automations: AutomationService | None = None
+        self.users: UsersService | None = None
         #: What plugins asked to run when the host stops (``PluginHost.at_stop``).
         self._at_stop: list[Callable[[], Any]] = []
         self._started = False
@@ -143,6 +145,9 @@ class Host:
             value = await resolve(getattr(hook, f"ahp_{port}")(host=view))
             if value is not None:
                 self.ports[port] = value
+        users = await resolve(hook.ahp_users(host=view))
+        if users is not None:
+            self.ports["users"] = users
         self.session_store = await resolve(hook.ahp_session_store(host=view))
         for impl in self.plugins.implementations("ahp_backends"):
             await resolve(impl(host=view, register=self._backend_registrar(impl.plugin)))
@@ -192,6 +197,10 @@ class Host:
         if worktrees is not None and self.sessions is not None:
             self.worktrees = SessionTrees(worktrees)
             self._add_service("worktrees", self.worktrees)
+        users = self.ports.get("users")
+        if users is not None:
+            self.users = UsersService(engine, users)
+            self._add_service("users", self.users)
         automations = self.ports.get("automations")
         if automations is not None:
             self.automations = AutomationService(
@@ -229,6 +238,8 @@ class Host:
         await self.tasks.start()
         if self.automations is not None:
             self.automations.running()
+        if self.users is not None:
+            self.tasks.spawn(self.users.sweep, name="closing removed people's connections")
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
@@ -342,10 +353,22 @@ class Host:
         router = self.router
         client_box: list[Client] = []
 
+        users = self.users
+
         async def on_request(peer: Peer, message: Message) -> Any:
-            return await router.request(client_box[0], message.method, message.params)
+            if users is None:
+                return await router.request(client_box[0], message.method, message.params)
+            users.check(client_box[0], message.method, message.params)
+            result = await router.request(client_box[0], message.method, message.params)
+            return users.visible(client_box[0], message.method, result)
 
         async def on_notification(peer: Peer, message: Message) -> None:
+            if users is not None and message.method == "dispatchAction":
+                reason = users.refusal(client_box[0], message.method, message.params)
+                if reason is not None:
+                    engine.refuse_dispatch(client_box[0], message.params, reason)
+                    return
+                users.stamp(client_box[0], message.params)
             await router.notification(client_box[0], message.method, message.params)
 
         def on_over_budget(peer: Peer, message: Message, reason: str) -> None:
@@ -362,6 +385,9 @@ class Host:
             on_over_budget=on_over_budget,
         )
         client = Client(peer)
+        if users is not None:
+            # A socket with no token (stdio, the owner's Unix socket) is the host itself.
+            client.identity = getattr(wire, "identity", None) or root_identity()
         client_box.append(client)
         engine.connect(client)
         log.info("client %s connected over %s", peer.id, wire.label)
@@ -370,6 +396,10 @@ class Host:
         finally:
             engine.disconnect(client)
             log.info("client %s disconnected (%s)", client.label, peer.close_reason)
+
+    async def identify(self, token: str) -> str | None:
+        """Whose connection a token other than the deployment one opens, or None."""
+        return await self.users.identify(token) if self.users is not None else None
 
     def unsure_sessions(self) -> list[str]:
         """Sessions whose newest record is not yet known to be in the store and the index.

@@ -39,6 +39,8 @@ _TOKEN = re.compile(
     r"[^\s&\"'<>]+"
 )
 REDACTED = "[redacted]"
+#: A person's token (ahp-users), wherever it appears, named or not.
+_PERSON_TOKEN = re.compile(r"ahpu-[0-9a-f]{8}\.[A-Za-z0-9_-]+")
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -54,6 +56,7 @@ def escape(text: object) -> str:
 
 def redact(text: str) -> str:
     """``text`` with every connection token it carries blanked."""
+    text = _PERSON_TOKEN.sub(REDACTED, text)
     return _TOKEN.sub(lambda m: m.group(1) + REDACTED, text)
 
 

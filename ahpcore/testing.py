@@ -319,6 +319,7 @@ async def _served(
         max_frame_bytes=settings.max_frame_bytes,
         compression=settings.compression,
         limits=limits,
+        people=host.identify,
     )
     port = next(iter(server.sockets)).getsockname()[1]
     running = RunningHost(host, f"ws://127.0.0.1:{port}/", token)

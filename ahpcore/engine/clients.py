@@ -26,6 +26,9 @@ class Client:
     held_bytes: int = 0
     #: What plugins keep about this connection (tokens, pushed settings, ...).
     data: dict[str, Any] = field(default_factory=dict)
+    #: Who opened the connection, as a users port names them (``user:<name>``,
+    #: ``root:<host>``); None on a host without one.
+    identity: str | None = None
 
     @property
     def initialized(self) -> bool:

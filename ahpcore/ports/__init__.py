@@ -21,6 +21,7 @@ __all__ = [
     "Backend",
     "ChangeScope",
     "ChangesPort",
+    "Person",
     "ResourceChanges",
     "ResourceReader",
     "ResourceWatch",
@@ -31,6 +32,7 @@ __all__ = [
     "TerminalProcess",
     "TerminalSpec",
     "TerminalsPort",
+    "UsersPort",
     "WorktreesPort",
 ]
 
@@ -418,4 +420,34 @@ class AutomationsPort(Protocol):
     async def more_runs(self, automation: str, cursor: str | None) -> Mapping[str, JSON]:
         """Show one more page of older runs on the entry (``fetchAutomationRuns``); the
         entry as held. A cursor the entry did not offer raises ``ValueError``."""
+        ...
+
+
+@dataclass(frozen=True)
+class Person:
+    """Someone a users port knows: a name and a role (``admin``, ``member``, ``viewer``)."""
+
+    name: str
+    role: str
+
+    @property
+    def identity(self) -> str:
+        """How the host names them on what they own or send: ``user:<name>``."""
+        return f"user:{self.name}"
+
+
+class UsersPort(Protocol):
+    """The people who may connect, each with a token of their own and a role.
+
+    Both methods are plain and may block briefly (a file read, a slow hash): the
+    core calls ``person`` on a worker thread, ``named`` on the event loop after a
+    ``person`` has been answered, so keep ``named`` to memory and a ``stat``.
+    """
+
+    def person(self, token: str) -> Person | None:
+        """Whose connection ``token`` opens, or None when it is nobody's."""
+        ...
+
+    def named(self, name: str) -> Person | None:
+        """``name`` as they are now (their role may have changed), or None once removed."""
         ...

@@ -24,6 +24,7 @@ import os
 import socket
 import stat
 import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -116,6 +117,9 @@ class WebSocketWire:
         limits: ConnectionLimits | None = None,
     ) -> None:
         self.connection = connection
+        #: Who the handshake's token opened the connection as (a person's token,
+        #: ``Gate.people``); None for the deployment token or none asked for.
+        self.identity: str | None = None
         address = connection.remote_address
         self.label = f"ws {address[0]}:{address[1]}" if address else "ws unix socket"
         #: Read by the connection's peer: its account with the host-wide inbound budget.
@@ -344,6 +348,25 @@ class Gate:
     loopback_host_only: bool = False
     throttle: FailureThrottle | None = None
     refusals: RefusalLog = field(default_factory=RefusalLog)
+    #: Whose connection a token other than the deployment one opens (a users port),
+    #: or None; asked only when the deployment token does not match.
+    people: Callable[[str], Awaitable[str | None]] | None = None
+    #: Connections admitted with a person's token, until their handler takes the name.
+    identities: weakref.WeakKeyDictionary[Any, str] = field(
+        default_factory=weakref.WeakKeyDictionary
+    )
+
+    async def admit(self, connection: Any, offered: str | None) -> bool:
+        """Whether ``offered`` opens a connection: the deployment token, or a person's."""
+        if token_accepted(self.expected_token(), offered):
+            return True
+        if self.people is None or not offered:
+            return False
+        identity = await self.people(offered)
+        if identity is None:
+            return False
+        self.identities[connection] = identity
+        return True
 
     def expected_token(self) -> str | None:
         return self.token() if callable(self.token) else self.token
@@ -623,7 +646,7 @@ def _gatekeeper(
         if not upgrade and urlsplit(request.path).path == HEALTH_PATH:
             return _health_response(connection)
         offered = token_of(request)
-        if not token_accepted(gate.expected_token(), offered):
+        if not await gate.admit(connection, offered):
             peer = _peer_of(connection)
             gate.refusals.refused(
                 peer, "no token" if offered is None else "wrong token", address_key(peer)
@@ -677,7 +700,7 @@ def _counter(
 
 
 def _handler(
-    serve_connection: ServeConnection, limits: ConnectionLimits
+    serve_connection: ServeConnection, limits: ConnectionLimits, gate: Gate | None = None
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     end_of_turn = EndOfTurn()  # shared by the server's connections
 
@@ -694,7 +717,10 @@ def _handler(
                     )
                 return None
 
-        await serve_connection(WebSocketWire(connection, end_of_turn, limits), frames)
+        wire = WebSocketWire(connection, end_of_turn, limits)
+        if gate is not None:
+            wire.identity = gate.identities.pop(connection, None)
+        await serve_connection(wire, frames)
 
     return handle
 
@@ -711,6 +737,7 @@ async def start_websocket_server(
     throttle: FailureThrottle | None = None,
     limits: ConnectionLimits | None = None,
     inspector: bool = False,
+    people: Callable[[str], Awaitable[str | None]] | None = None,
 ) -> Server:
     """Listen on TCP; the returned server is closed by the caller.
 
@@ -719,6 +746,8 @@ async def start_websocket_server(
     are shared with any other server given the same (defaults when None).
     ``inspector``: also answer a plain GET of ``/inspect`` with the inspector
     page, behind the same checks as an upgrade.
+    ``people``: whose connection a token other than ``token`` opens (a users
+    port's people), or None when it opens none.
     """
     limits = limits or ConnectionLimits()
     gate = Gate(
@@ -726,9 +755,10 @@ async def start_websocket_server(
         frozenset(normalize_origin(origin) for origin in allow_origins),
         loopback_host_only=is_loopback_name(host),
         throttle=throttle or FailureThrottle(),
+        people=people,
     )
     return await serve(
-        _handler(serve_connection, limits),
+        _handler(serve_connection, limits, gate),
         host,
         port,
         process_request=_gatekeeper(gate, inspector),

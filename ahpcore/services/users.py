@@ -1,0 +1,185 @@
+"""People on a host with a users port: who a connection is, what their role lets them do.
+
+Built only when a plugin answers ``ahp_users``; without one nothing here runs and
+the deployment token opens everything, as before. A connection is opened as
+somebody at the handshake (``identify``): the deployment token as the host itself
+(``root:<hostname>``, every right), a person's token as ``user:<name>``. Each
+request and dispatched action is checked against that person's role as it is
+now (the port reads its file again when it changes), and a person removed from
+the file has their connections closed within a second or so.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+
+from ahpcore.engine.clients import Client
+from ahpcore.engine.core import Engine
+from ahpcore.markers import hookimpl
+from ahpcore.ports import Person, UsersPort
+from ahpcore.protocol.errors import PERMISSION_DENIED, ProtocolError
+from ahpcore.protocol.uris import ROOT_CHANNEL
+
+log = logging.getLogger(__name__)
+
+OWNER_KEY = "ahp.owner"
+SENDER_KEY = "ahp.sender"
+ROOT_PREFIX = "root:"
+USER_PREFIX = "user:"
+#: How often open connections are checked against the people file.
+SWEEP_SECONDS = 1.0
+
+#: Requests that change state: a viewer is refused them all.
+CHANGING = frozenset(
+    {
+        "createSession",
+        "disposeSession",
+        "createChat",
+        "disposeChat",
+        "moveChat",
+        "createTerminal",
+        "disposeTerminal",
+        "resourceWrite",
+        "resourceDelete",
+        "resourceMkdir",
+        "resourceMove",
+        "resourceCopy",
+        "invokeChangesetOperation",
+        "runAutomation",
+    }
+)
+
+
+def root_identity() -> str:
+    return ROOT_PREFIX + socket.gethostname()
+
+
+class UsersService:
+    def __init__(self, engine: Engine, port: UsersPort) -> None:
+        self.engine = engine
+        self.port = port
+        self.root = root_identity()
+        #: createSession requests under way: session URI -> who asked.
+        self._creating: dict[str, str] = {}
+
+    # -- who ---------------------------------------------------------------------------
+    async def identify(self, token: str) -> str | None:
+        """Whose connection ``token`` opens (``user:<name>``), or None: a slow hash, off the loop."""
+        person = await anyio.to_thread.run_sync(self.port.person, token)
+        return person.identity if person is not None else None
+
+    def person(self, client: Client) -> Person | None:
+        """The person behind ``client`` as they are now; None for the host itself or nobody."""
+        identity = client.identity
+        if identity is None or not identity.startswith(USER_PREFIX):
+            return None
+        return self.port.named(identity[len(USER_PREFIX) :])
+
+    def _role(self, client: Client) -> str | None:
+        """``admin`` for the host itself, the person's role, or None once they are gone."""
+        if client.identity is None or client.identity.startswith(ROOT_PREFIX):
+            return "admin"
+        person = self.person(client)
+        return person.role if person is not None else None
+
+    def owner_of(self, uri: str) -> str | None:
+        """Who owns the session ``uri`` is, or holds as a chat; None when no session does."""
+        for channel in list(self.engine.channels.values()):
+            if channel.kind != "session":
+                continue
+            state = channel.state
+            if channel.uri == uri or any(
+                isinstance(chat, Mapping) and chat.get("resource") == uri
+                for chat in state.get("chats") or ()
+            ):
+                owner = (state.get("_meta") or {}).get(OWNER_KEY)
+                return owner if isinstance(owner, str) else self.root
+        return None
+
+    # -- what they may do --------------------------------------------------------------
+    def refusal(self, client: Client, method: str, params: Any) -> str | None:
+        """Why ``client`` may not send ``method`` with ``params`` now, or None."""
+        role = self._role(client)
+        if role == "admin":
+            return None
+        if role is None:
+            return f"{client.identity} is no longer a person on this host"
+        channel = params.get("channel") if isinstance(params, Mapping) else None
+        if role == "viewer":
+            if method in CHANGING or method == "dispatchAction":
+                return f"{client.identity} is a viewer: {method} needs the member or admin role"
+            return None
+        # member
+        if method == "dispatchAction" and channel == ROOT_CHANNEL:
+            return f"{client.identity} is a member: root config needs the admin role"
+        if isinstance(channel, str) and method != "createSession":
+            owner = self.owner_of(channel)
+            if owner is not None and owner != client.identity:
+                return f"{client.identity} is a member: {channel} belongs to {owner}"
+        return None
+
+    def check(self, client: Client, method: str, params: Any) -> None:
+        """Raise -32009 naming what is missing when ``client`` may not make this request."""
+        if method in ("initialize", "ping", "reconnect", "authenticate"):
+            return
+        reason = self.refusal(client, method, params)
+        if reason is not None:
+            raise ProtocolError(PERMISSION_DENIED, reason)
+        if method == "createSession" and isinstance(params, Mapping):
+            uri = params.get("channel")
+            if isinstance(uri, str) and client.identity is not None:
+                self._creating[uri] = client.identity
+
+    def stamp(self, client: Client, params: Any) -> None:
+        """Say who sent a turn on the turn itself (``_meta["ahp.sender"]``)."""
+        action = params.get("action") if isinstance(params, dict) else None
+        if (
+            isinstance(action, dict)
+            and action.get("type") == "chat/turnStarted"
+            and client.identity is not None
+        ):
+            meta = action.get("_meta")
+            action["_meta"] = {
+                **(meta if isinstance(meta, dict) else {}),
+                SENDER_KEY: client.identity,
+            }
+
+    def visible(self, client: Client, method: str, result: Any) -> Any:
+        """``result`` as ``client`` may see it: a member's session list holds their own."""
+        if method != "listSessions" or self._role(client) != "member":
+            return result
+        if not isinstance(result, dict) or not isinstance(result.get("items"), list):
+            return result
+        mine = [
+            row
+            for row in result["items"]
+            if ((row.get("_meta") or {}).get(OWNER_KEY) or self.root) == client.identity
+        ]
+        return {**result, "items": mine}
+
+    # -- moments -----------------------------------------------------------------------
+    @hookimpl
+    def ahp_session_created(self, session: str) -> None:
+        owner = self._creating.pop(session, None) or self.root
+        channel = self.engine.channels.get(session)
+        if channel is None:
+            return
+        meta = {**(channel.state.get("_meta") or {}), OWNER_KEY: owner}
+        self.engine.apply(session, {"type": "session/metaChanged", "_meta": meta})
+
+    # -- removals ------------------------------------------------------------------------
+    async def sweep(self) -> None:
+        """Close the connections of people no longer in the file, for as long as the host runs."""
+        while True:
+            await anyio.sleep(SWEEP_SECONDS)
+            for client in list(self.engine.clients):
+                if client.identity is None or not client.identity.startswith(USER_PREFIX):
+                    continue
+                if self.person(client) is None:
+                    log.info("closing %s: %s was removed", client.label, client.identity)
+                    client.peer.close(f"{client.identity} was removed from this host")
