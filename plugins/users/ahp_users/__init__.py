@@ -1,0 +1,1 @@
+"""ahp-users: people, their tokens and roles, for an ahp host."""

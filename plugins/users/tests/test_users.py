@@ -1,0 +1,192 @@
+"""People, their tokens and roles, over real sockets, with the people file changed by `ahp users`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+import ahp_users.plugin as users_plugin
+from ahp_scripted import ScriptedBackend
+from ahpcore.host import HostSettings
+from ahpcore.logs import redact
+from ahpcore.testing import running_host
+from tests.sessions.conftest import ScriptedPlugin, open_session, script, start_turn
+
+pytestmark = pytest.mark.anyio
+
+DEPLOYMENT = "deployment-token-0123456789abcdef"
+AHP = [sys.executable, "-m", "ahpcore.cli"]
+
+
+def ahp_users(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "AHP_STATE_DIR": str(state)}
+    return subprocess.run(
+        [*AHP, "users", *args], capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def add(state: Path, name: str, role: str) -> str:
+    done = ahp_users(state, "add", name, "--role", role)
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip().splitlines()[-1]
+    assert token.startswith("ahpu-")
+    return token
+
+
+def host_with_people(tmp_path: Path):  # type: ignore[no-untyped-def]
+    backend = ScriptedBackend(tmp_path / "scripted", script())
+    settings = HostSettings(sessions="memory", port=0, state_dir=tmp_path / "state")
+    return running_host(
+        [("scripted", ScriptedPlugin(backend)), ("users", users_plugin)],
+        settings=settings,
+        token=DEPLOYMENT,
+    )
+
+
+async def refused(url: str) -> int:
+    with pytest.raises(InvalidStatus) as caught:
+        async with connect(url):
+            pass
+    return caught.value.response.status_code
+
+
+async def test_the_cli_keeps_only_hashes_and_prints_the_token_once(tmp_path):
+    state = tmp_path / "state"
+    token = add(state, "alice", "viewer")
+    people = state / "users" / "people.json"
+    assert stat.S_IMODE(people.stat().st_mode) == 0o600
+    for path in (state / "users").iterdir():
+        assert token not in path.read_text()
+        assert token.split(".")[1] not in path.read_text()
+    listed = json.loads(ahp_users(state, "list", "--json").stdout)
+    assert [(p["name"], p["role"], p["lastSeen"]) for p in listed] == [("alice", "viewer", None)]
+    assert ahp_users(state, "role", "alice", "member").returncode == 0
+    rotated = ahp_users(state, "token", "alice")
+    assert rotated.stdout.strip().splitlines()[-1] != token
+    assert ahp_users(state, "add", "alice").returncode == 1
+    assert ahp_users(state, "role", "alice", "boss").returncode == 1
+    assert ahp_users(state, "remove", "alice").returncode == 0
+    assert json.loads(ahp_users(state, "list", "--json").stdout) == []
+    assert redact(f"connected with {token} now") == "connected with [redacted] now"
+
+
+async def test_a_person_connects_with_their_token_and_the_roles_hold(tmp_path):
+    state = tmp_path / "state"
+    admin, bob, carol, vic = (
+        add(state, "ann", "admin"),
+        add(state, "bob", "member"),
+        add(state, "carol", "member"),
+        add(state, "vic", "viewer"),
+    )
+    async with host_with_people(tmp_path) as running:
+        assert await refused(running.url + "?token=ahpu-00000000.nottherighttokenatall") == 401
+        root = await running.connect("root")
+        await root.initialize()
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        session, chat = await open_session(b, 1)
+        state_now = (await b.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        assert state_now["_meta"]["ahp.owner"] == "user:bob"
+
+        # who sent a turn
+        echoed = await start_turn(b, chat, "hello", "t1")
+        assert echoed["action"]["_meta"]["ahp.sender"] == "user:bob"
+
+        # another member sees nothing of bob's session and may not touch it
+        c = await running.connect("carol", token=carol)
+        await c.initialize()
+        rows = (await c.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert session not in [row["resource"] for row in rows]
+        frame = await c.request_frame("subscribe", {"channel": session})
+        assert frame["error"]["code"] == -32009
+        assert "belongs to user:bob" in frame["error"]["message"]
+        seq = await c.dispatch(session, {"type": "session/titleChanged", "title": "mine"})
+        assert "belongs to user:bob" in (await c.answer_to(seq))["rejectionReason"]
+        seq = await c.dispatch("ahp-root://", {"type": "root/configChanged", "config": {}})
+        assert "admin role" in (await c.answer_to(seq))["rejectionReason"]
+
+        # a viewer watches everything and changes nothing
+        v = await running.connect("vic", token=vic)
+        await v.initialize()
+        rows = (await v.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert session in [row["resource"] for row in rows]
+        assert "result" in await v.request_frame("subscribe", {"channel": session})
+        frame = await v.request_frame(
+            "createSession", {"channel": "ahp-session:/v1", "provider": "scripted"}
+        )
+        assert frame["error"]["code"] == -32009 and "viewer" in frame["error"]["message"]
+        seq = await v.dispatch(session, {"type": "session/titleChanged", "title": "no"})
+        assert "viewer" in (await v.answer_to(seq))["rejectionReason"]
+
+        # an admin may do everything, the host's own token too
+        a = await running.connect("ann", token=admin)
+        await a.initialize()
+        seq = await a.dispatch(session, {"type": "session/titleChanged", "title": "by ann"})
+        assert "rejectionReason" not in await a.answer_to(seq)
+        root_session, _ = await open_session(root, 2)
+        meta = (await root.request("subscribe", {"channel": root_session}))["snapshot"]
+        assert meta["state"]["_meta"]["ahp.owner"] == f"root:{socket.gethostname()}"
+
+        # a role changed on the command line holds within a few seconds, without a restart
+        assert ahp_users(state, "role", "vic", "member").returncode == 0
+        await anyio.sleep(0.1)
+        frame = await v.request_frame(
+            "createSession", {"channel": "ahp-session:/v2", "provider": "scripted"}
+        )
+        assert "result" in frame, frame
+        await running.aclose(check=False)
+
+
+async def test_a_removed_person_is_closed_and_their_token_refused(tmp_path):
+    state = tmp_path / "state"
+    bob = add(state, "bob", "member")
+    async with host_with_people(tmp_path) as running:
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        assert ahp_users(state, "remove", "bob").returncode == 0
+        with anyio.fail_after(10):
+            await b.connection.wait_closed()
+        assert await refused(running.url + f"?token={bob}") == 401
+        root = await running.connect("root")
+        await root.initialize()
+        seen = json.loads(ahp_users(state, "list", "--json").stdout)
+        assert seen == []
+        await running.aclose(check=False)
+
+
+async def test_a_corrupt_people_file_lets_nobody_in_but_the_deployment_token(tmp_path, caplog):
+    state = tmp_path / "state"
+    bob = add(state, "bob", "member")
+    people = state / "users" / "people.json"
+    people.write_text("{not json")
+    async with host_with_people(tmp_path) as running:
+        assert await refused(running.url + f"?token={bob}") == 401
+        root = await running.connect("root")
+        await root.initialize()
+        assert any("no person may connect" in r.getMessage() for r in caplog.records)
+        await running.aclose(check=False)
+
+
+async def test_without_the_plugin_the_deployment_token_opens_everything(tmp_path):
+    backend = ScriptedBackend(tmp_path / "scripted", script())
+    settings = HostSettings(sessions="memory", port=0, state_dir=tmp_path / "state")
+    async with running_host(
+        [("scripted", ScriptedPlugin(backend))], settings=settings, token=DEPLOYMENT
+    ) as running:
+        client = await running.connect("c")
+        await client.initialize()
+        session, _ = await open_session(client, 1)
+        state_now = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        assert "ahp.owner" not in (state_now.get("_meta") or {})
+        assert await refused(running.url + "?token=ahpu-00000000.nottherighttokenatall") == 401
+        await running.aclose(check=False)
