@@ -33,6 +33,7 @@ from ahpcore.plugins import PluginManager, Selection
 from ahpcore.protocol.methods import COMMANDS
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.protocol.versions import SUPPORTED_VERSIONS
+from ahpcore.testing_backend import BACKEND_CHECKS, BackendUnderTest, backend_checks
 
 if TYPE_CHECKING:
     from ahpcore.transports.websocket import ConnectionLimits
@@ -367,8 +368,11 @@ def register_plugin() -> Iterable[Callable[[Host, object, str | None], str]]:
 
 
 __all__ = [
+    "BACKEND_CHECKS",
     "SUPPORTED_VERSIONS",
     "AhpTestClient",
+    "BackendUnderTest",
     "RunningHost",
+    "backend_checks",
     "running_host",
 ]
