@@ -218,3 +218,29 @@ async def test_refusals_name_the_method_and_what_is_missing(tmp_path: Path) -> N
         # A handle is looked up, never read as a path.
         assert await client.request(DELETE, {"handle": os.fspath(tmp_path)}) is None
         assert (tmp_path / "plain").is_dir()
+
+
+async def test_unlisted_past_retention_goes_and_its_work_stays(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ahp_vscode import worktrees
+
+    monkeypatch.setattr(worktrees, "RETENTION_SECONDS", 0)
+    async with vscode_host(tmp_path) as running:
+        client = await running.connect()
+        await client.initialize()
+        await draft(client, repo)
+        made = await client.request(CREATE, {"session": SESSION, "prompt": "old"})
+        tree = Path(path_of_file_uri(made["resource"]) or "")
+        branch = git(tree, "branch", "--show-current")
+        (tree / "draft.txt").write_text("half done\n")
+        # Another window's scope judges nothing of this repository's handles.
+        other = {"scope": file_uri(str(tmp_path / "elsewhere")), "activeHandles": []}
+        assert await client.request(RECONCILE, other) is None
+        assert tree.is_dir()
+        mine = {"scope": file_uri(str(repo)), "activeHandles": []}
+        assert await client.request(RECONCILE, mine) is None
+        assert not tree.exists()
+        assert git(repo, "show", f"{branch}:draft.txt") == "half done"
+        gone = await error_of(client, CLAIM, {"handle": made["handle"]})
+        assert gone["code"] == NOT_FOUND
