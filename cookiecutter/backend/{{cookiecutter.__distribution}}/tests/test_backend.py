@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from ahpcore.host import HostSettings
+from ahpcore.testing import BackendUnderTest, backend_checks, running_host
 
 from {{ cookiecutter.__package }} import PROVIDER
 from {{ cookiecutter.__package }} import plugin as this_plugin
@@ -22,6 +23,21 @@ from {{ cookiecutter.__package }} import plugin as this_plugin
 pytestmark = pytest.mark.anyio
 SESSION = f"{PROVIDER}:/00000000-0000-4000-8000-000000000001"
 PLUGINS = [(PROVIDER, this_plugin)]
+
+
+def host_with_this_backend(state_dir: Any) -> Any:
+    settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
+    return running_host(PLUGINS, settings=settings)
+
+
+#: What the conformance suite needs to know of this backend: it answers any message.
+THIS_BACKEND = BackendUnderTest(provider=PROVIDER, host=host_with_this_backend, prompt="hello")
+
+
+@backend_checks()
+async def test_the_backend_conformance_suite(check: Any, tmp_path: Any) -> None:
+    """The checks every backend passes (ahpcore.testing): turns, dispose, reopen, refusals."""
+    await check(THIS_BACKEND, tmp_path)
 
 
 def action_of(frame: dict[str, Any]) -> dict[str, Any]:
