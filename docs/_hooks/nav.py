@@ -20,6 +20,7 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Running as a service", "service.md"),
     ("Automations", "automations.md"),
     ("Telemetry", "telemetry.md"),
+    ("People and roles", "users.md"),
     ("Using VS Code", "vscode.md"),
     ("Architecture", "architecture.md"),
     (
