@@ -190,3 +190,22 @@ async def test_without_the_plugin_the_deployment_token_opens_everything(tmp_path
         assert "ahp.owner" not in (state_now.get("_meta") or {})
         assert await refused(running.url + "?token=ahpu-00000000.nottherighttokenatall") == 401
         await running.aclose(check=False)
+
+
+async def test_ahp_serve_admits_a_person_added_while_it_runs(tmp_path):
+    from tests.operate.running import serve
+
+    state = tmp_path / "state"
+    serving = serve(state)
+    try:
+        assert await refused(serving.url + "?token=ahpu-00000000.nottherighttokenatall") == 401
+        token = add(state, "bob", "viewer")
+        with anyio.fail_after(20):
+            async with connect(serving.url + f"?token={token}") as ws:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+                assert json.loads(await ws.recv())["id"] == 1
+        seen = json.loads(ahp_users(state, "list", "--json").stdout)
+        assert seen[0]["lastSeen"] is not None
+    finally:
+        log = serving.stop()
+    assert token not in log
