@@ -1,0 +1,143 @@
+"""The real pi CLI against a scripted Anthropic Messages API, and a host whose ``pi``
+plugin runs it; what the tests do as a client.
+
+pi is found as the plugin finds it (``AHP_PI_COMMAND``, then ``pi`` on ``PATH``), or
+in ``.venv/node``, where ``.ci/run`` installs it. The scripted API is the one the
+Claude backend's tests drive Claude Code with (``plugins/claude/tests``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import ahp_pi.plugin
+from ahp_pi.backend import PiBackend
+from ahp_pi.command import pi_command
+from ahpcore.api import HostSettings
+from ahpcore.testing import AhpTestClient, RunningHost, running_host
+
+ROOT = Path(__file__).resolve().parents[3]
+CLAUDE_TESTS = ROOT / "plugins" / "claude" / "tests"
+if str(CLAUDE_TESTS) not in sys.path:
+    sys.path.append(str(CLAUDE_TESTS))
+
+from anthropic_server import MODEL, AnthropicServer, Hold, Text, ToolUse, reply  # noqa: E402
+
+__all__ = ["MODEL", "AnthropicServer", "Hold", "Text", "ToolUse", "reply"]
+
+PROVIDER = "pi"
+SID = "00000000-0000-4000-8000-0000000000{:02d}"
+INSTALLED = ROOT / ".venv" / "node" / "node_modules" / ".bin" / "pi"
+
+
+def find_pi() -> tuple[list[str] | None, str]:
+    """pi's command line, or None and why it is not here."""
+    if shutil.which("node") is None:
+        return None, "node is not installed (pi runs on Node.js)"
+    found = pi_command()
+    if found is not None:
+        return found, ""
+    if INSTALLED.exists():
+        return [str(INSTALLED)], ""
+    return None, (
+        "pi is not installed: `npm install --prefix .venv/node "
+        "@mariozechner/pi-coding-agent` (as .ci/run does), or set AHP_PI_COMMAND"
+    )
+
+
+def write_models(agent_dir: Path, url: str) -> None:
+    """pi's models file sending its Anthropic provider to the scripted API."""
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    (agent_dir / "models.json").write_text(
+        json.dumps({"providers": {"anthropic": {"baseUrl": url}}}), encoding="utf-8"
+    )
+
+
+@asynccontextmanager
+async def pi_host(state_dir: Path) -> AsyncIterator[RunningHost]:
+    settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
+    async with running_host([("pi", ahp_pi.plugin)], settings=settings) as running:
+        yield running
+
+
+def backend_of(running: RunningHost) -> PiBackend:
+    backend = running.host.backends[PROVIDER]
+    assert isinstance(backend, PiBackend)
+    return backend
+
+
+async def open_session(
+    client: AhpTestClient, workdir: Path, n: int = 1, **extra: Any
+) -> tuple[str, str]:
+    uri = f"{PROVIDER}:/{SID.format(n)}"
+    await client.request(
+        "createSession",
+        {"channel": uri, "provider": PROVIDER, "workingDirectories": [workdir.as_uri()], **extra},
+    )
+    snapshot = await client.request("subscribe", {"channel": uri})
+    chat = snapshot["snapshot"]["state"]["defaultChat"]
+    await client.request("subscribe", {"channel": chat})
+    return uri, chat
+
+
+async def connect_and_open(
+    running: RunningHost, workdir: Path, n: int = 1
+) -> tuple[AhpTestClient, str, str]:
+    client = await running.connect("c1")
+    await client.initialize()
+    session, chat = await open_session(client, workdir, n)
+    return client, session, chat
+
+
+async def start_turn(client: AhpTestClient, chat: str, text: str, turn_id: str) -> None:
+    seq = await client.dispatch(
+        chat,
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": "2026-11-30T00:00:00.000Z",
+            "message": {"text": text, "origin": {"kind": "user"}},
+        },
+    )
+    await client.answer_to(seq)
+
+
+def is_action(kind: str, channel: str | None = None) -> Any:
+    def match(frame: dict[str, Any]) -> bool:
+        return (
+            frame.get("method") == "action"
+            and frame["params"]["action"]["type"] == kind
+            and (channel is None or frame["params"]["channel"] == channel)
+            and "rejectionReason" not in frame["params"]
+        )
+
+    return match
+
+
+async def turn_end(client: AhpTestClient, chat: str, timeout: float = 60) -> dict[str, Any]:
+    frame = await client.recv_until(
+        lambda f: (
+            f.get("method") == "action"
+            and f["params"]["channel"] == chat
+            and "rejectionReason" not in f["params"]
+            and f["params"]["action"]["type"]
+            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+        ),
+        timeout=timeout,
+    )
+    return dict(frame["params"]["action"])
+
+
+async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
+    await client.sync()
+    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
+
+
+def parts(state: dict[str, Any], turn: int = -1) -> list[dict[str, Any]]:
+    return list(state["turns"][turn]["responseParts"])
