@@ -11,8 +11,9 @@
   collects, and a counter and a histogram of turns fed as turns end.
 
 Nothing is made while nobody wants it: no span, no log record, no reading of
-the host. The SDK's processors run on threads of their own, so encoding a batch
-never holds the event loop.
+the host, and the SDK itself (``ahp_otlp.sdk``) is not even imported until the
+first subscriber or a collector wants it. Its processors run on threads of
+their own, so encoding a batch never holds the event loop.
 """
 
 from __future__ import annotations
@@ -23,38 +24,22 @@ import importlib.metadata
 import logging
 import threading
 import time
-import traceback
-import uuid
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
-from opentelemetry._logs import LogRecord, SeverityNumber
-from opentelemetry.metrics import CallbackOptions, Observation
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
-
-from ahp_otlp.exporters import (
-    ChannelLogExporter,
-    ChannelMetricExporter,
-    ChannelSpanExporter,
-    Outlet,
-)
 from ahpcore.api import HostMeasures, PluginHost, redact
 from ahpcore.lifecycle import TurnStart
 from ahpcore.protocol import ProtocolError
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from ahp_otlp.sdk import Pipeline
+
 log = logging.getLogger(__name__)
 
-SCOPE = "ahp"
 #: The channels advertised on ``initialize`` (``telemetry``).
 LOGS_TEMPLATE = "ahp-otlp://logs/{level}"
 TRACES_URI = "ahp-otlp://traces"
@@ -66,8 +51,14 @@ LEVEL_FLOORS = {"trace": 1, "debug": 5, "info": 9, "warn": 13, "error": 17, "fat
 IGNORED_LOGGERS = ("opentelemetry", "urllib3", "requests", "ahp_otlp")
 #: Turns followed at once; past it the oldest is let go (its span ended as such).
 MAX_TURNS = 1000
+#: Turn durations kept for the histogram until the SDK is loaded.
+MAX_PENDING_DURATIONS = 10_000
+#: Log records kept while the SDK loads for a first subscriber.
+MAX_EARLY_RECORDS = 1000
 #: How long an SDK thread waits for the event loop to read the host's measures.
 MEASURE_TIMEOUT = 2.0
+#: Methods after which a telemetry channel may have its first subscriber.
+SUBSCRIBING = frozenset({"subscribe", "initialize", "reconnect"})
 
 TURN_TYPES = frozenset(
     {
@@ -110,9 +101,6 @@ def severity_of(levelno: int) -> int:
     return 5
 
 
-SEVERITY_TEXT = {1: "TRACE", 5: "DEBUG", 9: "INFO", 13: "WARN", 17: "ERROR", 21: "FATAL"}
-
-
 @dataclass(frozen=True)
 class Options:
     """How often batches go out, and where else they go."""
@@ -140,7 +128,6 @@ class Telemetry:
         self.host = host
         self.options = options
         self.loop = asyncio.get_running_loop()
-        outlet = Outlet(self.loop)
         self.log_streams = {
             LEVEL_FLOORS[level]: host.open_stream(logs_uri(level), kind="otlp", fold_case=True)
             for level in LEVEL_FLOORS
@@ -150,72 +137,75 @@ class Telemetry:
         host.advertise(
             "telemetry", {"logs": LOGS_TEMPLATE, "traces": TRACES_URI, "metrics": METRICS_URI}
         )
-        resource = Resource.create(
-            {
-                "service.name": "ahp",
-                "service.version": _version(),
-                "service.instance.id": str(uuid.uuid4()),
-            }
-        )
-        batch_ms = options.batch_seconds * 1000
-        endpoint = options.endpoint.rstrip("/") if options.endpoint else None
-
-        self.tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-        self.tracer_provider.add_span_processor(
-            BatchSpanProcessor(
-                ChannelSpanExporter(self.traces, outlet), schedule_delay_millis=batch_ms
-            )
-        )
-        self.logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
-        self.logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
-                ChannelLogExporter(self.log_streams, outlet), schedule_delay_millis=batch_ms
-            )
-        )
-        readers: list[MetricReader] = [
-            PeriodicExportingMetricReader(
-                ChannelMetricExporter(self.metrics, outlet),
-                export_interval_millis=options.metrics_seconds * 1000,
-            )
-        ]
-        if endpoint is not None:
-            self._to_collector(endpoint, readers, batch_ms)
-        self.meter_provider = MeterProvider(
-            resource=resource, metric_readers=readers, shutdown_on_exit=False
-        )
-        self.tracer = self.tracer_provider.get_tracer(SCOPE, _version())
-        self._instruments()
+        #: The SDK's side, once loaded (``ahp_otlp.sdk``).
+        self.pipeline: Pipeline | None = None
+        self._loading = False
+        self._stopped = False
         self.turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
+        #: Counted here, not in the SDK, so they hold from the host's start.
+        self.turns_ended: dict[tuple[tuple[str, str], ...], int] = {}
+        self.sessions_made = 0
+        self._durations: deque[tuple[float, dict[str, str]]] = deque(maxlen=MAX_PENDING_DURATIONS)
         self._measured: tuple[float, HostMeasures | None] = (0.0, None)
         self._measure_lock = threading.Lock()
-        self._last_rate: tuple[float, int] | None = None
         self.handler = LogBridge(self)
         logging.getLogger().addHandler(self.handler)
         host.on_request(self.request_started)
         host.on_change(self.turn_changed, types=TURN_TYPES)
         host.at_stop(self.stop)
+        if self.collector:
+            self.load()
 
-    def _to_collector(self, endpoint: str, readers: list[MetricReader], batch_ms: float) -> None:
-        """The standard OTLP/HTTP exporters, beside the channels."""
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    # -- loading the SDK ----------------------------------------------------------------
+    def load(self) -> None:
+        """Load the SDK on a thread of its own; from then on, telemetry is made."""
+        if self.pipeline is not None or self._loading or self._stopped:
+            return
+        self._loading = True
+        threading.Thread(target=self._load, name="ahp-otlp load", daemon=True).start()
 
-        self.tracer_provider.add_span_processor(
-            BatchSpanProcessor(
-                OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), schedule_delay_millis=batch_ms
+    def _load(self) -> None:
+        try:
+            from ahp_otlp.sdk import Pipeline
+
+            pipeline = Pipeline(
+                self.loop,
+                version=_version(),
+                log_streams=self.log_streams,
+                traces=self.traces,
+                metrics=self.metrics,
+                batch_seconds=self.options.batch_seconds,
+                metrics_seconds=self.options.metrics_seconds,
+                endpoint=self.options.endpoint,
+                measures=self._measures,
+                turns_ended=lambda: dict(self.turns_ended),
+                sessions_made=lambda: self.sessions_made,
             )
-        )
-        self.logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
-                OTLPLogExporter(endpoint=f"{endpoint}/v1/logs"), schedule_delay_millis=batch_ms
-            )
-        )
-        readers.append(
-            PeriodicExportingMetricReader(
-                OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"),
-                export_interval_millis=self.options.metrics_seconds * 1000,
-            )
+        except Exception:
+            log.exception("could not start telemetry")
+            self._loading = False
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._loaded, pipeline)
+        except RuntimeError:  # the host is gone meanwhile
+            pipeline.shutdown()
+
+    def _loaded(self, pipeline: Pipeline) -> None:
+        if self._stopped:
+            threading.Thread(target=pipeline.shutdown, daemon=True).start()
+            return
+        self.pipeline = pipeline
+        self._loading = False
+        while self.handler.early:
+            record, severity = self.handler.early.popleft()
+            pipeline.emit_log(record, severity)
+        while self._durations:
+            seconds, attributes = self._durations.popleft()
+            pipeline.turn_latency.record(seconds, attributes)
+
+    def _wanted(self) -> bool:
+        return self.collector or any(
+            stream.watched for stream in (self.traces, self.metrics, *self.log_streams.values())
         )
 
     # -- who wants what ----------------------------------------------------------------
@@ -223,11 +213,16 @@ class Telemetry:
     def collector(self) -> bool:
         return self.options.endpoint is not None
 
-    def tracing(self) -> bool:
-        return self.collector or self.traces.watched
+    def tracing(self) -> Pipeline | None:
+        pipeline = self.pipeline
+        if pipeline is not None and (self.collector or self.traces.watched):
+            return pipeline
+        return None
 
     def log_floor(self) -> int | None:
         """The lowest severity anyone wants now, or None when nobody wants logs."""
+        if self.pipeline is None and not self._loading:
+            return None
         if self.collector:
             return 1
         for floor, stream in self.log_streams.items():  # lowest first
@@ -240,27 +235,28 @@ class Telemetry:
 
     # -- spans per request -------------------------------------------------------------
     def request_started(self, client_id: str | None, method: str) -> Any:
-        if not self.tracing():
+        pipeline = self.tracing()
+        if pipeline is None:
+            if method in SUBSCRIBING and self.pipeline is None:
+                return self._maybe_load
             return None
-        span = self.tracer.start_span(
-            method,
-            kind=SpanKind.SERVER,
-            attributes={
-                "rpc.system": "jsonrpc",
-                "rpc.method": method,
-                "ahp.client.id": client_id or "",
-            },
-        )
+        span = pipeline.request_span(client_id, method)
 
         def done(error: BaseException | None) -> None:
             if isinstance(error, ProtocolError):
                 span.set_attribute("rpc.jsonrpc.error_code", error.code)
-                span.set_status(Status(StatusCode.ERROR, redact(error.message)))
-            elif error is not None and isinstance(error, Exception):
-                span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+                pipeline.fail(span, redact(error.message))
+            elif isinstance(error, Exception):
+                pipeline.fail(span, type(error).__name__)
             span.end()
 
         return done
+
+    def _maybe_load(self, error: BaseException | None) -> None:
+        """After a subscribe (or initialize, reconnect): load the SDK if it now has a
+        subscriber."""
+        if self._wanted():
+            self.load()
 
     # -- spans per turn, and the turn metrics ----------------------------------------------
     def turn_starting(self, start: TurnStart) -> None:
@@ -285,23 +281,16 @@ class Telemetry:
         turn = self.turns.get(key)
         if turn is None:
             return
-        if kind == "chat/toolCallStart" and turn.span is not None:
+        pipeline = self.pipeline
+        if kind == "chat/toolCallStart" and turn.span is not None and pipeline is not None:
             call = str(action.get("toolCallId"))
-            context = trace.set_span_in_context(turn.span)
-            turn.tools[call] = self.tracer.start_span(
-                f"tool {action.get('toolName')}",
-                context=context,
-                attributes={
-                    "gen_ai.tool.name": str(action.get("toolName")),
-                    "gen_ai.tool.call.id": call,
-                },
-            )
+            turn.tools[call] = pipeline.tool_span(turn.span, str(action.get("toolName")), call)
         elif kind == "chat/toolCallComplete":
             span = turn.tools.pop(str(action.get("toolCallId")), None)
-            if span is not None:
+            if span is not None and pipeline is not None:
                 result = action.get("result") or {}
                 if result.get("success") is False:
-                    span.set_status(Status(StatusCode.ERROR))
+                    pipeline.fail(span)
                 span.end()
         elif kind == "chat/usage" and turn.span is not None:
             usage = action.get("usage") or {}
@@ -318,11 +307,8 @@ class Telemetry:
             self._turn_ended(key, OUTCOMES[kind])
 
     def _turn_started(self, key: tuple[str, str]) -> None:
-        span = None
-        if self.tracing():
-            span = self.tracer.start_span(
-                "turn", attributes={"ahp.chat": key[0], "ahp.turn.id": key[1]}
-            )
+        pipeline = self.tracing()
+        span = pipeline.turn_span(*key) if pipeline is not None else None
         self.turns[key] = _Turn(time.monotonic(), span)
         while len(self.turns) > MAX_TURNS:
             _, oldest = self.turns.popitem(last=False)
@@ -335,75 +321,25 @@ class Telemetry:
         attributes = {"ahp.turn.outcome": outcome}
         if turn.provider is not None:
             attributes["ahp.provider"] = turn.provider
-        self.turn_count.add(1, attributes)
-        self.turn_latency.record(time.monotonic() - turn.started, attributes)
+        counted = tuple(sorted(attributes.items()))
+        self.turns_ended[counted] = self.turns_ended.get(counted, 0) + 1
+        seconds = time.monotonic() - turn.started
+        if self.pipeline is not None:
+            self.pipeline.turn_latency.record(seconds, attributes)
+        else:
+            self._durations.append((seconds, attributes))
         self._end_spans(turn, outcome)
 
-    @staticmethod
-    def _end_spans(turn: _Turn, outcome: str) -> None:
+    def _end_spans(self, turn: _Turn, outcome: str) -> None:
         for span in turn.tools.values():
             span.end()
         if turn.span is not None:
             turn.span.set_attribute("ahp.turn.outcome", outcome)
-            if outcome == "error":
-                turn.span.set_status(Status(StatusCode.ERROR))
+            if outcome == "error" and self.pipeline is not None:
+                self.pipeline.fail(turn.span)
             turn.span.end()
 
     # -- metrics ----------------------------------------------------------------------------
-    def _instruments(self) -> None:
-        meter = self.meter_provider.get_meter(SCOPE, _version())
-        self.turn_count = meter.create_counter(
-            "ahp.turns", unit="{turn}", description="Turns ended since the host started."
-        )
-        self.turn_latency = meter.create_histogram(
-            "ahp.turn.duration", unit="s", description="From a turn's start to its end."
-        )
-        self.session_count = meter.create_counter(
-            "ahp.sessions", unit="{session}", description="Sessions made since the host started."
-        )
-        meter.create_observable_counter(
-            "ahp.connections",
-            [self._observe("connections_made")],
-            unit="{connection}",
-            description="Connections served since the host started.",
-        )
-        meter.create_observable_up_down_counter(
-            "ahp.connections.open",
-            [self._observe("connections")],
-            unit="{connection}",
-            description="Connections open now.",
-        )
-        meter.create_observable_up_down_counter(
-            "ahp.sessions.open",
-            [self._observe("sessions")],
-            unit="{session}",
-            description="Sessions open on the host now.",
-        )
-        meter.create_observable_counter(
-            "ahp.actions",
-            [self._observe("actions")],
-            unit="{action}",
-            description="Changes of state applied since the host started.",
-        )
-        meter.create_observable_gauge(
-            "ahp.actions.rate",
-            [self._actions_rate],
-            unit="{action}/s",
-            description="Changes of state per second since the last collection.",
-        )
-        meter.create_observable_gauge(
-            "ahp.replay.bytes",
-            [self._observe("replay_bytes")],
-            unit="By",
-            description="Bytes the replay buffer holds.",
-        )
-        meter.create_observable_gauge(
-            "ahp.client.queue.bytes",
-            [self._client_queues],
-            unit="By",
-            description="Bytes each connection has yet to take.",
-        )
-
     def _measures(self) -> HostMeasures | None:
         """The host's measures, read on the event loop; one reading serves a whole
         collection. None when nobody wants metrics or the loop does not answer."""
@@ -429,54 +365,23 @@ class Telemetry:
             self._measured = (time.monotonic(), measures)
             return measures
 
-    def _observe(self, name: str) -> Any:
-        def callback(options: CallbackOptions) -> Iterable[Observation]:
-            measures = self._measures()
-            return [] if measures is None else [Observation(getattr(measures, name))]
-
-        return callback
-
-    def _actions_rate(self, options: CallbackOptions) -> Iterable[Observation]:
-        measures = self._measures()
-        if measures is None:
-            return []
-        now = time.monotonic()
-        last, self._last_rate = self._last_rate, (now, measures.actions)
-        if last is None or now <= last[0]:
-            return []
-        return [Observation((measures.actions - last[1]) / (now - last[0]))]
-
-    def _client_queues(self, options: CallbackOptions) -> Iterable[Observation]:
-        measures = self._measures()
-        if measures is None:
-            return []
-        return [
-            Observation(queued, {"ahp.client.id": client})
-            for client, queued in measures.queued_bytes.items()
-        ]
-
     def session_created(self) -> None:
-        self.session_count.add(1)
+        self.sessions_made += 1
 
     # -- the end ------------------------------------------------------------------------------
     async def stop(self) -> None:
         """Flush what is pending and stop the SDK's threads (off the event loop)."""
         import anyio
 
+        self._stopped = True
         logging.getLogger().removeHandler(self.handler)
         for turn in self.turns.values():
             self._end_spans(turn, "abandoned")
         self.turns.clear()
-
-        def shutdown() -> None:
-            for provider in (self.tracer_provider, self.logger_provider, self.meter_provider):
-                try:
-                    provider.shutdown()
-                except Exception:
-                    log.exception("telemetry did not stop cleanly")
-
-        with anyio.move_on_after(15):
-            await anyio.to_thread.run_sync(shutdown, abandon_on_cancel=True)
+        pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            with anyio.move_on_after(15):
+                await anyio.to_thread.run_sync(pipeline.shutdown, abandon_on_cancel=True)
         for stream in (*self.log_streams.values(), self.traces, self.metrics):
             stream.close()
 
@@ -487,51 +392,30 @@ class LogBridge(logging.Handler):
     def __init__(self, telemetry: Telemetry) -> None:
         super().__init__()
         self.telemetry = telemetry
+        #: Records logged while the SDK loads for a first subscriber.
+        self.early: deque[tuple[logging.LogRecord, int]] = deque(maxlen=MAX_EARLY_RECORDS)
 
     def handle(self, record: logging.LogRecord) -> bool:
         # Before the handler's lock and filters: nobody watching costs this test alone.
         floor = self.telemetry.log_floor()
-        if floor is None or severity_of(record.levelno) < floor:
+        if floor is None:
             return False
-        if record.name.startswith(IGNORED_LOGGERS):
+        severity = severity_of(record.levelno)
+        if severity < floor or record.name.startswith(IGNORED_LOGGERS):
             return False
-        self.emit(record)
+        pipeline = self.telemetry.pipeline
+        if pipeline is None:
+            # The SDK is loading for a first subscriber: kept until it runs.
+            self.early.append((record, severity))
+            return True
+        try:
+            pipeline.emit_log(record, severity)
+        except Exception:
+            self.handleError(record)
         return True
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
-            severity = severity_of(record.levelno)
-            attributes: dict[str, Any] = {
-                "code.file.path": record.pathname,
-                "code.function.name": record.funcName,
-                "code.line.number": record.lineno,
-                "thread.name": record.threadName or "",
-            }
-            if record.exc_info and record.exc_info[0] is not None:
-                kind, value, _ = record.exc_info
-                attributes["exception.type"] = kind.__name__
-                attributes["exception.message"] = redact(str(value))
-                attributes["exception.stacktrace"] = redact(
-                    "".join(traceback.format_exception(*record.exc_info))
-                )
-            otel = LogRecord(
-                timestamp=int(record.created * 1e9),
-                observed_timestamp=time.time_ns(),
-                severity_number=SeverityNumber(severity),
-                severity_text=SEVERITY_TEXT.get(severity - (severity - 1) % 4),
-                body=redact(_message(record)),
-                attributes=attributes,
-            )
-            self.telemetry.logger_provider.get_logger(record.name).emit(otel)
-        except Exception:
-            self.handleError(record)
-
-
-def _message(record: logging.LogRecord) -> str:
-    try:
-        return record.getMessage()
-    except Exception:  # a bad format string is the logger's bug; show it as it is
-        return f"{record.msg!r} % {record.args!r}"
+        self.handle(record)
 
 
 def _version() -> str:

@@ -97,6 +97,21 @@ def is_export(method: str, channel: str | None = None) -> Callable[[dict[str, An
     return match
 
 
+async def loaded(running: RunningHost) -> Any:
+    """The host's telemetry once the SDK runs (it loads for the first subscriber)."""
+    import anyio
+
+    from ahp_otlp.plugin import OtlpPlugin
+
+    plugin = running.host.plugins.get("otlp")
+    assert isinstance(plugin, OtlpPlugin)
+    [telemetry] = plugin.running
+    with anyio.fail_after(30):
+        while telemetry.pipeline is None:
+            await anyio.sleep(0.02)
+    return telemetry
+
+
 async def initialized(running: RunningHost, name: str) -> tuple[AhpTestClient, dict[str, Any]]:
     client = await running.connect(name)
     result = await client.initialize([ROOT_CHANNEL])

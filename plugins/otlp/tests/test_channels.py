@@ -4,6 +4,7 @@ and carrying OTLP/JSON that opentelemetry-proto's own messages read back."""
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from otlp_harness import (
     initialized,
     is_export,
+    loaded,
     log_records_of,
     metrics_of,
     open_session,
@@ -93,6 +95,7 @@ async def test_a_turn_is_a_span_with_its_tool_call_as_a_child_and_usage_as_attri
     async with otlp_host(tmp_path) as running:
         watcher, _ = await initialized(running, "watcher")
         assert await watcher.request("subscribe", {"channel": TRACES_URI}) == {}
+        await loaded(running)
         user, _ = await initialized(running, "user")
         _, chat = await open_session(user)
         await run_turn(user, chat, "work", "t1")
@@ -128,6 +131,7 @@ async def test_a_refused_request_is_an_error_span_with_its_code(tmp_path: Path) 
     async with otlp_host(tmp_path) as running:
         watcher, _ = await initialized(running, "watcher")
         await watcher.request("subscribe", {"channel": TRACES_URI})
+        await loaded(running)
         frame = await watcher.request_frame("subscribe", {"channel": "ahp-session:/nothing"})
         assert "error" in frame
         with anyio.fail_after(10):
@@ -251,6 +255,7 @@ async def test_a_subscriber_that_stops_reading_is_closed_and_sessions_go_on(
         slow = await running.connect("slow", conformance=False, max_queue=1)
         await slow.initialize([ROOT_CHANNEL])
         await slow.request("subscribe", {"channel": "ahp-otlp://logs/info"})
+        await loaded(running)
         user, _ = await initialized(running, "user")
         _, chat = await open_session(user)
         (held,) = [c for c in engine.clients if c.client_id == "slow"]
@@ -301,15 +306,18 @@ async def test_nothing_is_made_before_anyone_subscribes_and_nothing_is_replayed(
         plugin = running.host.plugins.get("otlp")
         assert isinstance(plugin, OtlpPlugin)
         [telemetry] = plugin.running
-        telemetry.tracer_provider.add_span_processor(Spans())
-        telemetry.logger_provider.add_log_record_processor(Logs())
         user, _ = await initialized(running, "user")
         _, chat = await open_session(user)
         await run_turn(user, chat, "work", "unwatched")
         logging.getLogger("ahpcore.example").warning("nobody hears this")
-        assert made == {"spans": 0, "logs": 0}
+        # Nobody watched: the SDK was not even loaded.
+        assert telemetry.pipeline is None
+        assert "ahp_otlp.sdk" not in sys.modules or telemetry.pipeline is None
         watcher, _ = await initialized(running, "watcher")
         await watcher.request("subscribe", {"channel": TRACES_URI})
+        await loaded(running)
+        telemetry.pipeline.tracer_provider.add_span_processor(Spans())
+        telemetry.pipeline.logger_provider.add_log_record_processor(Logs())
         await watcher.request("ping", {"channel": "ahp-root://"})
         frame = await watcher.recv_until(is_export(TRACES))
         names = {span["name"] for span in spans_of(frame["params"]["payload"])}

@@ -141,10 +141,13 @@ def test_serve_with_an_otlp_endpoint_sends_every_signal_to_the_collector(
                 },
             )
             assert "telemetry" in answer["result"]
-            _request(ws, 2, "ping", {"channel": "ahp-root://"})
+            # The SDK loads on a thread of its own at start; pings until it runs.
             # Metrics go every 5 s, spans and log records every second.
             deadline = time.monotonic() + 20
+            ident = 2
             while time.monotonic() < deadline:
+                _request(ws, ident, "ping", {"channel": "ahp-root://"})
+                ident += 1
                 with collector.lock:
                     if all(collector.received.values()):
                         break
@@ -163,7 +166,7 @@ def test_serve_with_an_otlp_endpoint_sends_every_signal_to_the_collector(
         for scope in resource.scope_spans
         for span in scope.spans
     ]
-    assert {"initialize", "ping"} <= {span.name for span in spans}
+    assert "ping" in {span.name for span in spans}
     bodies = [
         record.body.string_value
         for request in received["/v1/logs"]
