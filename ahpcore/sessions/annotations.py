@@ -10,7 +10,6 @@ its catalogue row carry the counts (``AnnotationsSummary``).
 
 from __future__ import annotations
 
-import logging
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -25,8 +24,6 @@ from ahpcore.protocol import uris
 from ahpcore.sessions import state as states
 from ahpcore.sessions.live import LiveSession
 from ahpcore.sessions.registry import SessionRegistry
-
-log = logging.getLogger(__name__)
 
 KIND = "annotations"
 #: Every annotations action, as the compatibility notes name them.
