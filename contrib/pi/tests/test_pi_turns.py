@@ -85,3 +85,42 @@ async def test_a_cancelled_turn_aborts_pi_and_the_next_turn_runs(
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
         state = await chat_state(client, chat)
         assert parts(state)[-1]["content"] == "Next."
+
+
+async def test_a_steering_message_reaches_pi_within_the_running_turn(
+    pi: Path, api: AnthropicServer, tmp_path: Path, workdir: Path
+):
+    hold = Hold()
+    api.script(
+        reply(Text("Working on it", hold=hold), ToolUse("bash", {"command": "echo step one"})),
+        reply("Steered ending.", match="change course"),
+    )
+    state_dir = tmp_path / "state"
+    async with pi_host(state_dir) as running:
+        client, session, chat = await connect_and_open(running, workdir)
+        await start_turn(client, chat, "a long job", "turn-1")
+        await client.recv_until(is_action("chat/responsePart", chat), timeout=60)
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/pendingMessageSet",
+                "kind": "steering",
+                "id": "s1",
+                "message": {"text": "change course", "origin": {"kind": "user"}},
+            },
+        )
+        removed = await client.recv_until(is_action("chat/pendingMessageRemoved", chat))
+        assert removed["params"]["action"]["id"] == "s1"
+        hold.release.set()
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        live = await chat_state(client, chat)
+        assert [p["kind"] for p in parts(live)] == ["markdown", "toolCall", "markdown"]
+        assert parts(live)[-1]["content"] == "Steered ending."
+    # Rebuilt from pi's file, the steering message stays inside its turn.
+    async with pi_host(state_dir) as running:
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = await chat_state(client, chat)
+        assert [t["id"] for t in rebuilt["turns"]] == ["turn-1"]
+        assert parts(rebuilt) == parts(live)
