@@ -161,15 +161,27 @@ def respell_session(uri: str, alias: str) -> str:
     return alias if held.session_id == wanted.session_id else uri
 
 
+#: A session's annotations channel is ``<sessionUri>/annotations``.
+ANNOTATIONS_SEGMENT = "/annotations"
+
+
+def annotations_uri(session_uri: str) -> str:
+    return session_uri + ANNOTATIONS_SEGMENT
+
+
 def respell_tree(value: object, held: str, alias: str) -> object:
     """Copy a JSON value replacing every string naming ``held``'s session by ``alias``'s spelling.
 
-    Touches only strings equal to the session URI or to its default chat, so
-    text that merely mentions a URI is left alone.
+    Touches only strings equal to the session URI, its default chat or its
+    annotations channel, so text that merely mentions a URI is left alone.
     """
     if held == alias:
         return value
-    replacements = {held: alias, default_chat_uri(held): default_chat_uri(alias)}
+    replacements = {
+        held: alias,
+        default_chat_uri(held): default_chat_uri(alias),
+        annotations_uri(held): annotations_uri(alias),
+    }
 
     def walk(node: object) -> object:
         if isinstance(node, str):

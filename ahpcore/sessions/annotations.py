@@ -38,7 +38,7 @@ _ACTIONS = (
 
 def _session_part(uri: str) -> str | None:
     """The session a ``<sessionUri>/annotations`` URI names, as spelled; None for any other URI."""
-    session, sep, rest = uri.rpartition(states.ANNOTATIONS_SEGMENT)
+    session, sep, rest = uri.rpartition(uris.ANNOTATIONS_SEGMENT)
     if not sep or rest or not session:
         return None
     try:
@@ -77,7 +77,7 @@ class SessionAnnotations:
         held = self.registry.session_by_uri(session)
         if held is None or held.uri == session:
             return None
-        return states.annotations_uri(held.uri)
+        return uris.annotations_uri(held.uri)
 
     async def _open(self, uri: str) -> Channel | None:
         spelled = _session_part(uri)
@@ -90,7 +90,7 @@ class SessionAnnotations:
         session = self.registry.session_by_uri(found.uri)
         if session is None:
             return None
-        canonical = states.annotations_uri(session.uri)
+        canonical = uris.annotations_uri(session.uri)
         held = self.engine.channels.get(canonical)
         if held is not None:
             return held

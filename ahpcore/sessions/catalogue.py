@@ -143,7 +143,7 @@ def annotations_of(uri: str, host: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **states.annotations_summary(uri, ()),
         **(counts if isinstance(counts, Mapping) else {}),
-        "resource": states.annotations_uri(uri),
+        "resource": uris.annotations_uri(uri),
     }
 
 

@@ -406,7 +406,7 @@ class SessionRegistry:
         for chat in list(session.chats.values()):
             self.engine.remove_channel(chat.uri)
         self.engine.remove_channel(session.uri)
-        self.engine.remove_channel(states.annotations_uri(session.uri))
+        self.engine.remove_channel(uris.annotations_uri(session.uri))
         self.sessions.pop(session.id, None)
         self._unindexed.pop(session.id, None)  # a save still in flight leaves no row behind
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from ahpcore.protocol.uris import annotations_uri
 from ahpcore.reducers._helpers import (
     STATUS_ACTIVITY_MASK,
     STATUS_IDLE,
@@ -124,14 +125,6 @@ def new_session_state(
     if config is not None:
         state["config"] = dict(config)
     return state
-
-
-#: What a session's annotations channel is named by: ``<sessionUri>/annotations``.
-ANNOTATIONS_SEGMENT = "/annotations"
-
-
-def annotations_uri(session_uri: str) -> str:
-    return session_uri + ANNOTATIONS_SEGMENT
 
 
 def annotations_summary(session_uri: str, annotations: Iterable[Mapping[str, Any]]) -> State:

@@ -224,8 +224,14 @@ async def test_a_dispatcher_that_does_not_watch_is_answered_and_watchers_see_it(
         await writer.notify("unsubscribe", {"channel": session})
         watcher = await running.connect()
         await watcher.initialize([])
-        # Another spelling of the same session names the same channel.
+        # Another spelling of the same session names the same channel, and a client that
+        # spells the session so is told of its annotations in that spelling.
         alias = f"ahp-session:/{SID.format(1)}/annotations"
+        spelled = (await watcher.request("subscribe", {"channel": alias.rpartition("/")[0]}))[
+            "snapshot"
+        ]["state"]
+        assert spelled["annotations"]["resource"] == alias
+        await watcher.notify("unsubscribe", {"channel": alias.rpartition("/")[0]})
         await watcher.request("subscribe", {"channel": alias})
         channel = f"{session}/annotations"
         await accepted(
