@@ -84,7 +84,8 @@ class Records:
         self.learned = dict(data.get("learned") or {})
 
     def by_pi_id(self, pi_id: str) -> Link | None:
-        return next((link for link in self.links.values() if link.pi_id == pi_id), None)
+        # list(): worker threads read while the event loop may add a link.
+        return next((link for link in list(self.links.values()) if link.pi_id == pi_id), None)
 
     async def save(self) -> None:
         """Write the file (made on the event loop, written in a worker thread)."""

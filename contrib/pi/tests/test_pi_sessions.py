@@ -162,3 +162,29 @@ async def test_a_pi_that_cannot_start_is_listed_with_why_and_refused(
             },
         )
         assert "error" in frame and "no-such-pi" in frame["error"]["message"]
+
+
+async def test_models_are_pis_and_a_disposed_session_takes_its_file_along(
+    pi: Path, api: AnthropicServer, tmp_path: Path, workdir: Path
+):
+    api.script(reply("Short answer."))
+    async with pi_host(tmp_path / "state") as running:
+        client, session, chat = await connect_and_open(running, workdir)
+        backend = backend_of(running)
+        with anyio.fail_after(30):
+            while not backend.records.learned.get("models"):
+                await anyio.sleep(0.05)
+        root = (await client.request("subscribe", {"channel": "ahp-root://"}))["snapshot"]
+        [agent] = [a for a in root["state"]["agents"] if a["provider"] == PROVIDER]
+        # What pi offers, the one it runs on first.
+        assert agent["models"][0]["id"] == "anthropic/claude-sonnet-4-5"
+        await start_turn(client, chat, "quick one", "turn-1")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        assert state["_meta"]["ahp.model"] == "anthropic/claude-sonnet-4-5"
+        file = Path(backend.records.links[session.split(":/")[1]].file)
+        assert file.exists()
+        await client.request("disposeSession", {"channel": session})
+        assert not file.exists()
+        listed = await client.request("listSessions", {})
+        assert [item for item in listed["items"] if item["resource"] == session] == []
