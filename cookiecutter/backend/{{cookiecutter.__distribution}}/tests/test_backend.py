@@ -40,6 +40,19 @@ async def test_the_backend_conformance_suite(check: Any, tmp_path: Any) -> None:
     await check(THIS_BACKEND, tmp_path)
 
 
+async def test_ahp_check_finds_no_fault_in_a_host_with_this_backend(tmp_path: Any) -> None:
+    """``ahp check``, the conformance kit any AHP host can be run against, from Python."""
+    from ahpcore.check import Options, run_checks
+
+    settings = HostSettings(sessions="memory", port=0, state_dir=tmp_path)
+    token = "template-check-token-3b9e"
+    async with running_host(PLUGINS, settings=settings, token=token) as running:
+        options = Options(url=running.url, token=token, agent=PROVIDER, turn_timeout=30.0)
+        results = await run_checks(options)
+    assert {r.name: r.detail for r in results if r.status == "fail"} == {}
+    assert any(r.name == "agent.turn" and r.status == "pass" for r in results)
+
+
 def action_of(frame: dict[str, Any]) -> dict[str, Any]:
     params = frame.get("params")
     action = params.get("action") if isinstance(params, dict) else None
