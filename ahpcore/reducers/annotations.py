@@ -1,4 +1,4 @@
-"""Reducer for ``ahp-annotations:`` channels (``AnnotationsState``).
+"""Reducer for a session's ``<sessionUri>/annotations`` channel (``AnnotationsState``).
 
 Mirrors ``types/channels-annotations/reducer.ts``: annotations and their
 entries are appended on first sight and replaced in place afterwards, so a
