@@ -70,8 +70,20 @@ PORT_OF_CORE_ROUTE: dict[str, str] = {
 }
 #: How the table names the core to a person.
 CORE = "core"
+#: The kind of a method a client may call that the protocol's tables do not name (the
+#: VS Code window's ``vscode/*`` requests, ``shutdown``): what a plugin adds beside it.
+OUTSIDE = "outside the protocol"
 #: Row kinds, in the order the table lists them.
-KINDS = ("command", "server command", "client notification", "server notification", "action")
+KINDS = (
+    "command",
+    "server command",
+    "client notification",
+    "server notification",
+    "action",
+    OUTSIDE,
+)
+#: Section titles of the markdown page, by kind.
+_SECTIONS = {kind: f"{kind.capitalize()}s" for kind in KINDS} | {OUTSIDE: "Outside the protocol"}
 #: Source the scan for "sent" must not read: tables and reducers name everything.
 _NOT_SENDERS = (
     "reducers",
@@ -332,6 +344,42 @@ def rows_of(host: Host) -> list[Row]:
     rows += [
         _action_row(host, action, sources, kinds) for action in sorted(reducers.ALL_ACTION_TYPES)
     ]
+    return rows + _outside_rows(host)
+
+
+def _outside_rows(host: Host) -> list[Row]:
+    """A row for each method or notification the router serves that the protocol does not
+    name, with the plugin serving it: a client of this host may call it, and the table is
+    where a person looks for what a host answers."""
+    rows: list[Row] = []
+    for method in sorted(set(host.router.routes) - set(COMMANDS)):
+        route = host.router.routes[method]
+        rows.append(
+            Row(
+                OUTSIDE,
+                method,
+                "served",
+                route.owner,
+                "a request the protocol does not define",
+                tuple(NOTES.get(method, ())),
+                _served_by(host, [route.owner]),
+                _qualname(route.handler),
+            )
+        )
+    for method in sorted(set(host.router.notifications) - set(CLIENT_NOTIFICATIONS)):
+        handler = host.router.notifications[method]
+        rows.append(
+            Row(
+                OUTSIDE,
+                method,
+                "served",
+                "ahpcore",
+                "a notification the protocol does not define",
+                tuple(NOTES.get(method, ())),
+                CORE,
+                _qualname(handler),
+            )
+        )
     return rows
 
 
@@ -394,12 +442,18 @@ def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
         "- **refused**: a client gets an error saying why;",
         "- **sent** / **not sent**: for what the host sends, whether any loaded code sends it.",
         "",
+        "The last section, *outside the protocol*, lists what a client may call here that the",
+        "protocol does not define (the VS Code window's own requests among them), with the",
+        "plugin serving each.",
+        "",
         "Run `ahp compat` on your own host to see the table for the plugins you installed",
         "(`--json` for machines). `ahp compat --no-plugins` shows the protocol-only host.",
     ]
     for kind in KINDS:
         chosen = [row for row in rows if row.kind == kind]
-        lines += ["", f"## {kind.capitalize()}s", ""]
+        if not chosen and kind == OUTSIDE:
+            continue
+        lines += ["", f"## {_SECTIONS[kind]}", ""]
         lines += [
             "| name | status | served by | how / why | handled in |",
             "| --- | --- | --- | --- | --- |",
@@ -410,10 +464,15 @@ def as_markdown(rows: Sequence[Row], plugins: Sequence[str]) -> str:
                 f"| `{row.name}` | {_STATUS_WORDS[row.status]} | {_cell(row.served_by) or '-'} | "
                 f"{_cell(_how(row))} | {handler} |"
             )
+    # The totals are of the protocol; what lies outside it is counted apart.
+    ours = [row for row in rows if row.kind != OUTSIDE]
     counts = {
-        word: sum(1 for row in rows if row.status == key) for key, word in _STATUS_WORDS.items()
+        word: sum(1 for row in ours if row.status == key) for key, word in _STATUS_WORDS.items()
     }
-    lines += ["", "Totals: " + ", ".join(f"{count} {word}" for word, count in counts.items()) + "."]
+    totals = ", ".join(f"{count} {word}" for word, count in counts.items())
+    if outside := len(rows) - len(ours):
+        totals += f"; and {outside} outside the protocol"
+    lines += ["", f"Totals: {totals}."]
     return "\n".join(lines) + "\n"
 
 
