@@ -204,7 +204,13 @@ class Host:
         automations = self.ports.get("automations")
         if automations is not None:
             self.automations = AutomationService(
-                engine, router, tasks, automations, self.sessions, self._automation_triggers
+                engine,
+                router,
+                tasks,
+                automations,
+                self.sessions,
+                self._automation_triggers,
+                people=users,
             )
             self._add_service("automations", self.automations)
             assert self.protocol is not None

@@ -39,9 +39,14 @@ from ahpcore.engine.core import Dispatch, Engine, Refused
 from ahpcore.engine.router import Router
 from ahpcore.markers import hookimpl
 from ahpcore.notes import note
-from ahpcore.ports import AutomationContext, AutomationsPort
+from ahpcore.ports import AutomationContext, AutomationsPort, UsersPort
 from ahpcore.protocol import uris
-from ahpcore.protocol.errors import INVALID_PARAMS, SESSION_NOT_FOUND, ProtocolError
+from ahpcore.protocol.errors import (
+    INVALID_PARAMS,
+    PERMISSION_DENIED,
+    SESSION_NOT_FOUND,
+    ProtocolError,
+)
 from ahpcore.sessions.manager import SessionManager
 from ahpcore.tasks import Tasks
 
@@ -68,6 +73,8 @@ SESSION_TRIGGER_DEFINITION: dict[str, Any] = {
     ],
 }
 ACTIVE = ("pending", "running")
+#: Whose an automation, its runs and its runs' sessions are (ahp-users' key).
+OWNER_KEY = "ahp.owner"
 #: Ask the plugins for trigger definitions: query -> every answer, listed.
 TriggerSource = Callable[[dict[str, Any]], Awaitable[list[dict[str, Any]]]]
 
@@ -103,8 +110,11 @@ class AutomationService:
         port: AutomationsPort,
         sessions: SessionManager | None,
         triggers: TriggerSource,
+        people: UsersPort | None = None,
     ) -> None:
         self.engine = engine
+        #: ahp-users' port when installed: automations then have owners.
+        self.people = people
         self.tasks = tasks
         self.port = port
         self.sessions = sessions
@@ -171,13 +181,32 @@ class AutomationService:
 
     # -- the catalogue -------------------------------------------------------------------
     def _owner(self, client: Client | None) -> str | None:
-        # ahp-users: the person behind the connection, as it spells an owner. Until it
-        # exists every client may do everything an entry's operations allow.
-        return None
+        # With ahp-users, the connection's identity (user:<name>, or root:<host> for the
+        # deployment token); without it nobody owns anything.
+        if self.people is None or client is None:
+            return None
+        return client.identity
+
+    def _refusal(self, client: Client, entry: Mapping[str, Any], operation: str) -> str | None:
+        if operation not in (entry.get("operations") or ()):
+            return f"{operation} is not among the operations of {entry['resource']}"
+        owner = (entry.get("_meta") or {}).get(OWNER_KEY)
+        if self.people is None or owner is None or client.identity == owner:
+            return None
+        identity = client.identity or ""
+        if identity.startswith("root:"):
+            return None  # the deployment token: the host itself, every right
+        person = (
+            self.people.named(identity[len("user:") :]) if identity.startswith("user:") else None
+        )
+        if person is not None and person.role == "admin":
+            return None
+        return f"{identity or 'this connection'} may not {operation} {entry['resource']}: it is {owner}'s"
 
     def _allowed(self, client: Client, entry: Mapping[str, Any], operation: str) -> None:
-        if operation not in (entry.get("operations") or ()):
-            raise Refused(f"{operation} is not among the operations of {entry['resource']}")
+        reason = self._refusal(client, entry, operation)
+        if reason is not None:
+            raise Refused(reason)
 
     async def _context(self, client: Client | None, template: Any) -> AutomationContext:
         query: dict[str, Any] = {}
@@ -281,6 +310,9 @@ class AutomationService:
             raise ProtocolError(SESSION_NOT_FOUND, f"no automation {automation} on this host")
         if "run" not in (entry.get("operations") or ()):
             raise ProtocolError(INVALID_PARAMS, f"run is not among the operations of {automation}")
+        reason = self._refusal(client, entry, "run")
+        if reason is not None:
+            raise ProtocolError(PERMISSION_DENIED, reason)
         try:
             run, made = await self.port.admit(automation, {"kind": "manual"}, params["requestId"])
         except KeyError:
@@ -383,6 +415,7 @@ class AutomationService:
                 params["config"] = dict(template["config"])
             origin = {"kind": "automation", "automation": live.automation, "run": uri}
             await self.sessions.create_unattended(params, origin=origin)
+            self._own(session_uri, entry)
         except Exception as exc:
             message = exc.message if isinstance(exc, ProtocolError) else str(exc) or repr(exc)
             log.warning("automation run %s could not make its session: %s", uri, message)
@@ -404,6 +437,15 @@ class AutomationService:
             uri, [*linked, {"type": "automationRun/lifecycleChanged", "lifecycle": running}]
         )
         self._start_turn(live, session_uri, definition, template)
+
+    def _own(self, session_uri: str, entry: Mapping[str, Any]) -> None:
+        """The run's session is the automation owner's, so they may open it."""
+        owner = (entry.get("_meta") or {}).get(OWNER_KEY)
+        channel = self.engine.channels.get(session_uri)
+        if owner is None or channel is None or self.sessions is None:
+            return
+        meta = {**(channel.state.get("_meta") or {}), OWNER_KEY: owner}
+        self.sessions.registry.apply(session_uri, {"type": "session/metaChanged", "_meta": meta})
 
     def _start_turn(
         self,

@@ -40,6 +40,8 @@ MISFIRE_GRACE = timedelta(seconds=60)
 #: Finished runs shown on an entry, and how many more each fetchAutomationRuns shows.
 RUN_HISTORY_LIMIT = 20
 RUN_SCHEME = "ahp-automation-run:"
+#: Where ahp-users says whose a thing is, on an entry and on each of its runs.
+OWNER_KEY = "ahp.owner"
 HOST_STOPPED = {"errorType": "HostStopped", "message": "host stopped"}
 
 
@@ -151,8 +153,7 @@ class SqliteAutomations:
             iso(now),
             0 if checks.after_runs(normal) is not None else None,
             self._next_occurrences(normal, {}, now),
-            # ahp-users: the owner goes here, {"ahp.owner": context.owner}, and on each run.
-            None,
+            {OWNER_KEY: context.owner} if context.owner is not None else None,
         )
         await self.db.run(lambda c: self._write(c, resource, held))
         self._held[resource] = held
@@ -269,7 +270,8 @@ class SqliteAutomations:
             "resource": resource,
             "definition": held.definition,
             "runs": runs,
-            # ahp-users: narrowed to what the asking person may do with this automation.
+            # Everyone sees one catalogue: what its owner may do. The core refuses the rest
+            # to people who are not its owner or an admin.
             "operations": ["update", "remove", "run"],
             "createdAt": held.created_at,
             "modifiedAt": held.modified_at,
@@ -305,6 +307,9 @@ class SqliteAutomations:
         if automation not in self._held:
             raise KeyError(automation)
         now = iso(self.clock.now())
+        # A run is its automation's owner's, whoever or whatever started it.
+        owner = (self._held[automation].meta or {}).get(OWNER_KEY)
+        meta = {OWNER_KEY: owner} if owner is not None else None
 
         def insert(connection: sqlite3.Connection) -> tuple[dict[str, Any], bool]:
             if request_id is not None:
@@ -314,7 +319,7 @@ class SqliteAutomations:
                 ).fetchone()
                 if found is not None:
                     return _loads(found[0]), False
-            return _insert_run(connection, automation, dict(origin), now, request_id), True
+            return _insert_run(connection, automation, dict(origin), now, request_id, meta), True
 
         return await self.db.run(insert)
 
@@ -485,15 +490,18 @@ def _insert_run(
     origin: dict[str, Any],
     now: str,
     request_id: str | None,
+    meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     resource = f"{RUN_SCHEME}/{uuid.uuid4()}"
-    state = {
+    state: dict[str, Any] = {
         "resource": resource,
         "automation": automation,
         "origin": origin,
         "lifecycle": {"status": "pending", "createdAt": now},
         "sessions": [],
     }
+    if meta:
+        state["_meta"] = meta
     connection.execute(
         "INSERT INTO runs (resource, automation, request_id, state, active) VALUES (?, ?, ?, ?, 1)",
         (resource, automation, request_id, dumps(state)),
