@@ -27,7 +27,14 @@ from ahpcore.defaults import (
     DEFAULT_PORT,
     default_state_dir,
 )
-from ahpcore.logs import LEVELS, LOG_FILE_BACKUPS, LOG_FILE_BYTES, escape
+from ahpcore.logs import (
+    LEVELS,
+    LOG_FILE_BACKUPS,
+    LOG_FILE_BYTES,
+    also_to_file,
+    escape,
+    state_log_file,
+)
 from ahpcore.logs import configure as configure_logging
 from ahpcore.plugins import PluginError, PluginManager, Selection, hook_names
 from ahpcore.rpc.budget import (
@@ -110,6 +117,7 @@ def _build_app() -> typer.Typer:
     built.command("compat")(compat_command)
     built.command()(version)
     built.command("token")(token_command)
+    built.command("logs")(logs_command)
     from ahpcore.chat.cli import register as register_chat
     from ahpcore.check.cli import register as register_check
     from ahpcore.operate import doctor, sessions
@@ -426,8 +434,9 @@ def serve(
         typer.Option(
             envvar="AHP_LOG_FILE",
             help=f"Write the log to this file instead of stderr, owner-only (0600), rotated at "
-            f"{LOG_FILE_BYTES >> 20} MiB with {LOG_FILE_BACKUPS} older files kept.",
-            show_default="stderr",
+            f"{LOG_FILE_BYTES >> 20} MiB with {LOG_FILE_BACKUPS} older files kept. Without it "
+            "the log goes to stderr and to logs/ahp.log in the state folder, kept the same way.",
+            show_default="stderr and the state folder",
         ),
     ] = None,
     worktrees_root: Annotated[
@@ -504,6 +513,15 @@ def serve(
                 raise Fail(f"--otlp-endpoint {otlp_endpoint!r} is not an http:// or https:// URL")
             settings.otlp_endpoint = otlp_endpoint
         _check_state_dir(settings.state_dir)
+        if log_file is None:
+            # A copy of what stderr shows, kept where ``ahp logs`` and a client's "collect
+            # logs" find it; a host that cannot write it still serves.
+            log_file = state_log_file(settings.state_dir)
+            try:
+                also_to_file(log_file)
+            except OSError as exc:
+                log.warning("cannot keep a log file in %s (%s)", log_file, _why(exc))
+                log_file = None
         # Before anything opens the store: a second host on it is refused, not run beside.
         state_lock = _lock_state_dir(settings.state_dir) if sessions == "file" else None
         origins = [o.strip() for item in allow_origin or () for o in item.split(",") if o.strip()]
@@ -972,6 +990,97 @@ def token_command(
             "not this one",
             err=True,
         )
+
+
+def logs_command(
+    lines: Annotated[
+        int,
+        typer.Option(
+            "--lines", "-n", help="How many of the last lines to print (no environment variable)."
+        ),
+    ] = 40,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Go on printing lines as the host writes them, until Ctrl-C "
+            "(no environment variable).",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
+    path_only: Annotated[
+        bool,
+        typer.Option(
+            "--path",
+            help="Print the log file's path alone (no environment variable).",
+            show_default="off",
+            **_FLAG,
+        ),
+    ] = False,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_STATE_DIR",
+            help="The state folder whose log to read.",
+            show_default=str(default_state_dir()),
+        ),
+    ] = None,
+    log_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_LOG_FILE",
+            help="The log file a host was started with, if not the state folder's.",
+            show_default="logs/ahp.log in the state folder",
+        ),
+    ] = None,
+) -> None:
+    """Print where the host keeps its log, and its last lines."""
+    from ahpcore.logs import tail
+
+    path = log_file or state_log_file(state_dir or default_state_dir())
+    if path_only:
+        typer.echo(str(path))
+        return
+    typer.echo(f"log in {path}", err=True)
+    try:
+        for line in tail(path, lines):
+            typer.echo(line)
+    except FileNotFoundError:
+        typer.echo(f"ahp: no log file at {path} (no host has written one there yet)", err=True)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        typer.echo(f"ahp: cannot read log file {path} ({_why(exc)})", err=True)
+        raise typer.Exit(1) from None
+    if follow:
+        _follow(path)
+
+
+def _follow(path: Path) -> None:
+    """Print what is added to ``path`` as it comes, reopening it when it is rotated."""
+    import time
+
+    file = path.open("rb")
+    file.seek(0, os.SEEK_END)
+    try:
+        while True:
+            chunk = file.readline()
+            if chunk:
+                typer.echo(chunk.decode("utf-8", "replace").rstrip("\n"))
+                continue
+            time.sleep(0.3)
+            try:
+                rotated = os.stat(path).st_ino != os.fstat(file.fileno()).st_ino
+            except FileNotFoundError:
+                continue
+            if rotated:
+                file.close()
+                file = path.open("rb")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        file.close()
 
 
 def _print_version() -> None:

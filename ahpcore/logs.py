@@ -117,6 +117,46 @@ class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
         return open(fd, "a", encoding=self.encoding, errors=self.errors)
 
 
+#: Where the host keeps its log in the state folder when no ``--log-file`` is given.
+STATE_LOG_FILE = Path("logs") / "ahp.log"
+
+
+def state_log_file(state_dir: Path) -> Path:
+    """The log file a host on ``state_dir`` writes by default (``ahp logs`` reads it)."""
+    return state_dir / STATE_LOG_FILE
+
+
+def _file_handler(log_file: Path) -> logging.Handler:
+    from ahpcore.store.private import private_folder
+
+    private_folder(log_file.parent, tighten=False)  # missing folders made 0700
+    handler = PrivateRotatingFileHandler(log_file)
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(LogHygiene())
+    return handler
+
+
+def also_to_file(log_file: Path) -> None:
+    """Keep a copy of the log in ``log_file`` (rotated, owner-only, redacted as the rest),
+    beside the handler ``configure`` set. Raises ``OSError`` when it cannot be opened."""
+    logging.getLogger().addHandler(_file_handler(log_file))
+
+
+def tail(path: Path, lines: int) -> list[str]:
+    """The last ``lines`` lines of ``path`` (read from its end, so a large file costs little)."""
+    if lines <= 0:
+        return []
+    with path.open("rb") as file:
+        end = file.seek(0, os.SEEK_END)
+        block, data = 64 << 10, b""
+        while end > 0 and data.count(b"\n") <= lines:
+            start = max(0, end - block)
+            file.seek(start)
+            data = file.read(end - start) + data
+            end = start
+    return data.decode("utf-8", "replace").splitlines()[-lines:]
+
+
 def configure(level: str, stream: object = None, log_file: Path | None = None) -> None:
     """The host's logging: one handler on stderr, or on ``log_file`` (rotated, owner-only)
     when given; hygiene on every line either way.
@@ -128,14 +168,11 @@ def configure(level: str, stream: object = None, log_file: Path | None = None) -
     """
     handler: logging.Handler
     if log_file is not None:
-        from ahpcore.store.private import private_folder
-
-        private_folder(log_file.parent, tighten=False)  # missing folders made 0700
-        handler = PrivateRotatingFileHandler(log_file)
+        handler = _file_handler(log_file)
     else:
         handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]
-    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(LogHygiene())
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(LogHygiene())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

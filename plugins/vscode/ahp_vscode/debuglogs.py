@@ -1,7 +1,7 @@
 """The window's "collect debug logs": this host's log files, bundled and read back in chunks.
 
-The host writes a log file only when started with ``--log-file`` (or
-``AHP_LOG_FILE``): the bundle is that file and its rotations, newest first,
+``ahp serve`` keeps a log file in its state folder (``logs/ahp.log``), or where
+``--log-file`` says: the bundle is that file and its rotations, newest first,
 with every line redacted as the log itself is. An artifact lives in the
 plugin's owner-only folder for ten minutes, and only a file the plugin made and
 still holds can be read back.
@@ -82,8 +82,8 @@ class DebugLogs:
         if not files:
             raise ProtocolError(
                 NOT_FOUND,
-                f"{COLLECT}: this host writes no log file; start it with --log-file "
-                "(or AHP_LOG_FILE) to collect its logs",
+                f"{COLLECT}: this host writes no log file (ahp serve keeps one in its state "
+                "folder, or where --log-file says)",
             )
         return await anyio.to_thread.run_sync(self._bundle, files, kind)
 
