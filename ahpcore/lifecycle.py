@@ -54,6 +54,8 @@ class SessionCreation:
     params: dict[str, Any]
     #: Tell the requester how far the creation got (``root/progress``, when it asked).
     progress: Callable[[str], None]
+    #: What the session's ``_meta`` starts with, there before it is announced (its owner).
+    meta: dict[str, Any] = field(default_factory=dict)
     _undo: list[Undo] = field(default_factory=list)
 
     @property

@@ -111,6 +111,9 @@ class Engine:
         self._reconnect_listeners: list[Callable[[Client, list[str]], Any]] = []
         #: Connections served since the engine started (telemetry counts them).
         self.connections_made = 0
+        #: Whether a root watcher hears of a session (ahp-users hides other people's);
+        #: None: every root watcher does.
+        self.root_audience: Callable[[Client, str, dict[str, Any]], bool] | None = None
         self.add_channel(ROOT_CHANNEL, "root", root_state)
 
     # -- channels ---------------------------------------------------------------
@@ -485,7 +488,18 @@ class Engine:
 
     def notify_root(self, method: str, params: dict[str, Any]) -> None:
         """sessionAdded / sessionRemoved / sessionSummaryChanged: root watchers only."""
-        self.notify_watchers(ROOT_CHANNEL, method, {"channel": ROOT_CHANNEL, **params})
+        audience = self.root_audience
+        if audience is None:
+            self.notify_watchers(ROOT_CHANNEL, method, {"channel": ROOT_CHANNEL, **params})
+            return
+        channel = self.channels[ROOT_CHANNEL]
+        text = dumps(
+            {"jsonrpc": "2.0", "method": method, "params": {"channel": ROOT_CHANNEL, **params}}
+        )
+        weight = len(text.encode("utf-8"))
+        for client in list(channel.subscribers):
+            if audience(client, method, params):
+                client.deliver(ROOT_CHANNEL, text, weight)
 
     @staticmethod
     def progress(

@@ -20,10 +20,12 @@ import anyio
 
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
+from ahpcore.lifecycle import SessionCreation
 from ahpcore.markers import hookimpl
 from ahpcore.ports import Person, UsersPort
 from ahpcore.protocol.errors import PERMISSION_DENIED, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
+from ahpcore.rpc.peer import Reply
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ class UsersService:
         self.root = root_identity()
         #: createSession requests under way: session URI -> who asked.
         self._creating: dict[str, str] = {}
+        #: Sessions being disposed -> their owner, for the root/sessionRemoved that follows.
+        self._leaving: dict[str, str] = {}
+        engine.root_audience = self.hears
 
     # -- who ---------------------------------------------------------------------------
     async def identify(self, token: str) -> str | None:
@@ -150,7 +155,18 @@ class UsersService:
             }
 
     def visible(self, client: Client, method: str, result: Any) -> Any:
-        """``result`` as ``client`` may see it: a member's session list holds their own."""
+        """``result`` as ``client`` may see it: a member's session list holds their own.
+
+        A past session's owner is known only once it is open again, so a
+        subscription that opened one is checked again now, and taken back.
+        """
+        answer = result.result if isinstance(result, Reply) else result
+        if method == "subscribe" and isinstance(answer, Mapping):
+            channel = (answer.get("snapshot") or {}).get("resource")
+            reason = self.refusal(client, method, {"channel": channel})
+            if isinstance(channel, str) and reason is not None:
+                self.engine.unsubscribe(client, channel)
+                raise ProtocolError(PERMISSION_DENIED, reason)
         if method != "listSessions" or self._role(client) != "member":
             return result
         if not isinstance(result, dict) or not isinstance(result.get("items"), list):
@@ -162,15 +178,48 @@ class UsersService:
         ]
         return {**result, "items": mine}
 
+    def hears(self, client: Client, method: str, params: Mapping[str, Any]) -> bool:
+        """Whether ``client`` is told of a session's arrival, change or removal.
+
+        A member hears only of their own sessions: others' stay invisible to them.
+        """
+        if self._role(client) != "member":
+            return self._role(client) is not None
+        summary = params.get("summary")
+        if isinstance(summary, Mapping):
+            uri = summary.get("resource")
+            owner = (summary.get("_meta") or {}).get(OWNER_KEY)
+        else:
+            uri = params.get("session")
+            owner = None
+        if owner is None and isinstance(uri, str):
+            owner = self.owner_of(uri) or self._leaving.get(uri)
+        return (owner or self.root) == client.identity
+
     # -- moments -----------------------------------------------------------------------
     @hookimpl
+    def ahp_session_creating(self, creation: SessionCreation) -> None:
+        # Stamped before the session is announced, so its root/sessionAdded says whose
+        # it is and reaches only those who may see it.
+        asked = self._creating.pop(creation.session, None)
+        creation.meta[OWNER_KEY] = asked or creation.meta.get(OWNER_KEY) or self.root
+
+    @hookimpl
     def ahp_session_created(self, session: str) -> None:
-        owner = self._creating.pop(session, None) or self.root
+        self._creating.pop(session, None)
         channel = self.engine.channels.get(session)
-        if channel is None:
+        if channel is None or OWNER_KEY in (channel.state.get("_meta") or {}):
             return
-        meta = {**(channel.state.get("_meta") or {}), OWNER_KEY: owner}
+        meta = {**(channel.state.get("_meta") or {}), OWNER_KEY: self.root}
         self.engine.apply(session, {"type": "session/metaChanged", "_meta": meta})
+
+    @hookimpl
+    def ahp_session_disposing(self, session: str) -> None:
+        self._leaving[session] = self.owner_of(session) or self.root
+
+    @hookimpl
+    def ahp_session_disposed(self, session: str, folder: str | None) -> None:
+        self._leaving.pop(session, None)
 
     # -- removals ------------------------------------------------------------------------
     async def sweep(self) -> None:

@@ -134,6 +134,8 @@ def summary_of(
     if directories:
         summary["workingDirectories"] = list(directories)
     summary["annotations"] = annotations_of(uri, host)
+    if kept := states.kept_meta(host):
+        summary["_meta"] = kept
     return summary
 
 
@@ -238,6 +240,8 @@ class CatalogueIndex:
             if record.get(key) is not None
         }
         host["workingDirectories"] = list(record.get("workingDirectories") or [])
+        if kept := states.kept_meta(record):
+            host["_meta"] = kept
         if record.get("annotations"):
             counts = states.annotations_summary("", record["annotations"])
             host["annotations"] = {k: v for k, v in counts.items() if k != "resource"}

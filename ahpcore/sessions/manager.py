@@ -371,6 +371,8 @@ class SessionManager:
         client: Client | None,
         params: dict[str, Any],
         origin: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         uri = params["channel"]
         try:
@@ -389,12 +391,14 @@ class SessionManager:
                 steps[0] += 1
                 self.engine.progress(client, token, steps[0], None, message)
 
-        creation = SessionCreation(uri, dict(params), progress)
+        creation = SessionCreation(uri, dict(params), progress, meta=dict(meta or {}))
         try:
             await self.lifecycle.session_creating(creation)
             if creation.params.get("workingDirectories") != params.get("workingDirectories"):
                 check_folders(tuple(creation.params.get("workingDirectories") or ()))
-            await self._create(client, creation.params, backend, session_id, origin)
+            await self._create(
+                client, creation.params, backend, session_id, origin, meta=creation.meta
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await creation.refused()
@@ -408,6 +412,8 @@ class SessionManager:
         backend: Backend,
         session_id: str,
         origin: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         uri = params["channel"]
         directories = tuple(params.get("workingDirectories") or ())
@@ -432,6 +438,7 @@ class SessionManager:
             config,
             lifecycle="creating",
             origin=origin,
+            meta=meta,
         )
         session.owner = client.client_id if client is not None else None
         chat = session.chats[session.state["defaultChat"]]

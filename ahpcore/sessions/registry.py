@@ -217,6 +217,7 @@ class SessionRegistry:
             "defaultChat": state.get("defaultChat"),
             "config": state.get("config", {}).get("values", {}),
             **({"origin": state["origin"]} if "origin" in state else {}),
+            **({"_meta": kept} if (kept := states.kept_meta(state)) else {}),
             # Review comments live nowhere else: the backend's transcript does not hold them.
             **({"annotations": session.annotations} if session.annotations else {}),
             "chats": [
@@ -349,6 +350,7 @@ class SessionRegistry:
         lifecycle: str = "ready",
         record: dict[str, Any] | None = None,
         origin: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> LiveSession:
         record = record or {}
         origin = origin or record.get("origin")
@@ -385,6 +387,9 @@ class SessionRegistry:
         )
         if origin:
             session_state["origin"] = dict(origin)
+        kept = {**states.kept_meta(record), **(meta or {})}
+        if kept:
+            session_state["_meta"] = kept
         annotations = [dict(a) for a in record.get("annotations") or () if isinstance(a, dict)]
         session_state["annotations"] = states.annotations_summary(uri, annotations)
         session = LiveSession(

@@ -137,10 +137,21 @@ def annotations_summary(session_uri: str, annotations: Iterable[Mapping[str, Any
     }
 
 
+#: The keys of a session's ``_meta`` its store record keeps: who owns it (ahp-users)
+#: outlives a restart, and shows on the past session's row.
+KEPT_META_KEYS = frozenset({"ahp.owner"})
 #: The keys of a session's ``_meta`` its catalogue row carries as well.
-ROW_META_KEYS = frozenset({"git"})
+ROW_META_KEYS = frozenset({"git"}) | KEPT_META_KEYS
 #: What a summary change says for a key the new summary no longer has.
 CLEARED: dict[str, Any] = {"activity": None, "_meta": {}}
+
+
+def kept_meta(holder: Mapping[str, Any]) -> State:
+    """The ``_meta`` keys of a state or record that its store record keeps."""
+    meta = holder.get("_meta")
+    if not isinstance(meta, Mapping):
+        return {}
+    return {key: value for key, value in meta.items() if key in KEPT_META_KEYS}
 
 
 def session_summary(

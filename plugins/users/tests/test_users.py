@@ -43,9 +43,9 @@ def add(state: Path, name: str, role: str) -> str:
     return token
 
 
-def host_with_people(tmp_path: Path):  # type: ignore[no-untyped-def]
+def host_with_people(tmp_path: Path, sessions: str = "memory"):  # type: ignore[no-untyped-def]
     backend = ScriptedBackend(tmp_path / "scripted", script())
-    settings = HostSettings(sessions="memory", port=0, state_dir=tmp_path / "state")
+    settings = HostSettings(sessions=sessions, port=0, state_dir=tmp_path / "state")
     return running_host(
         [("scripted", ScriptedPlugin(backend)), ("users", users_plugin)],
         settings=settings,
@@ -209,3 +209,77 @@ async def test_ahp_serve_admits_a_person_added_while_it_runs(tmp_path):
     finally:
         log = serving.stop()
     assert token not in log
+
+
+def heard(client, method: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """The sessions ``client`` was told of by ``method`` on the root channel."""
+    found = []
+    for frame in client.frames:
+        if frame.get("method") != method:
+            continue
+        params = frame["params"]
+        found.append(params["summary"]["resource"] if "summary" in params else params["session"])
+    return found
+
+
+def owners(rows: list[dict]) -> dict[str, str | None]:  # type: ignore[type-arg]
+    return {row["resource"]: (row.get("_meta") or {}).get("ahp.owner") for row in rows}
+
+
+async def test_owners_outlive_a_restart_and_members_hear_only_of_their_own(tmp_path):
+    state = tmp_path / "state"
+    bob, carol, vic = (
+        add(state, "bob", "member"),
+        add(state, "carol", "member"),
+        add(state, "vic", "viewer"),
+    )
+    async with host_with_people(tmp_path, "file") as running:
+        b = await running.connect("bob", token=bob)
+        c = await running.connect("carol", token=carol)
+        v = await running.connect("vic", token=vic)
+        for client in (b, c, v):
+            await client.initialize()
+        mine, _ = await open_session(b, 1)
+        hers, _ = await open_session(c, 2)
+        gone, _ = await open_session(b, 3)
+        await b.request("disposeSession", {"channel": gone})
+        seq = await b.dispatch(mine, {"type": "session/titleChanged", "title": "bob's"})
+        await b.answer_to(seq)
+        for client in (b, c, v):
+            await client.sync()
+
+        added = next(
+            f["params"]["summary"] for f in b.frames if f.get("method") == "root/sessionAdded"
+        )
+        assert added["_meta"]["ahp.owner"] == "user:bob"
+        assert heard(b, "root/sessionAdded") == [mine, gone]
+        assert heard(c, "root/sessionAdded") == [hers]
+        assert heard(v, "root/sessionAdded") == [mine, hers, gone]
+        assert heard(c, "root/sessionRemoved") == [] and heard(v, "root/sessionRemoved") == [gone]
+        assert mine in heard(b, "root/sessionSummaryChanged")
+        assert mine not in heard(c, "root/sessionSummaryChanged")
+        assert mine in heard(v, "root/sessionSummaryChanged")
+        rows = (await b.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert owners(rows) == {mine: "user:bob"}
+        await running.aclose(check=False)
+
+    async with host_with_people(tmp_path, "file") as running:
+        b = await running.connect("bob", token=bob)
+        c = await running.connect("carol", token=carol)
+        v = await running.connect("vic", token=vic)
+        for client in (b, c, v):
+            await client.initialize()
+        rows = (await v.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert owners(rows) == {mine: "user:bob", hers: "user:carol"}
+        rows = (await b.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert owners(rows) == {mine: "user:bob"}
+        rows = (await c.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert owners(rows) == {hers: "user:carol"}
+        # a past session opened again still knows whose it is, and stays theirs
+        frame = await c.request_frame("subscribe", {"channel": mine})
+        assert frame["error"]["code"] == -32009, frame
+        snapshot = (await b.request("subscribe", {"channel": mine}))["snapshot"]
+        assert snapshot["state"]["_meta"]["ahp.owner"] == "user:bob"
+        frame = await c.request_frame("subscribe", {"channel": mine})
+        assert frame["error"]["code"] == -32009, frame
+        await running.aclose(check=False)
