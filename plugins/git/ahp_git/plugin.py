@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ahp_git import landed
 from ahp_git.port import GitChanges
 from ahp_git.worktrees import GitWorktrees
 from ahpcore import hookimpl
@@ -12,8 +13,16 @@ from ahpcore.api import PluginHost
 
 @hookimpl
 def ahp_changes(host: PluginHost) -> GitChanges:
+    def tell(folder: str, details: dict[str, Any]) -> None:
+        host.automation_event(landed.TRIGGER, landed.COMMIT_LANDED, folder=folder, details=details)
+
     # The folders of the sessions open now: where the before side of an edit may be read.
-    return GitChanges(lambda: set(host.session_folders().values()))
+    return GitChanges(lambda: set(host.session_folders().values()), tell)
+
+
+@hookimpl
+def ahp_automation_triggers(query: dict[str, Any]) -> list[dict[str, Any]] | None:
+    return [landed.DEFINITION]
 
 
 @hookimpl

@@ -12,6 +12,7 @@ from ahp_git import git
 from ahp_git import repo as repos
 from ahp_git.facts import ListedFacts, base_branch, facts_of
 from ahp_git.issued import IssuedRefs
+from ahp_git.landed import Landings, Tell
 from ahp_git.uris import SCHEME, parse_blob_uri, plain_relative
 from ahpcore.ports import ChangeScope
 from ahpcore.protocol.errors import (
@@ -39,8 +40,12 @@ CATALOGUE: tuple[dict[str, Any], ...] = (
 class GitChanges:
     """Changesets read from ``git status`` and from marks (trees of the working tree)."""
 
-    def __init__(self, live: Callable[[], Collection[str]] | None = None) -> None:
-        """``live`` answers the directories of the host's live sessions (none without it)."""
+    def __init__(
+        self, live: Callable[[], Collection[str]] | None = None, landed: Tell | None = None
+    ) -> None:
+        """``live`` answers the directories of the host's live sessions (none without it);
+        ``landed`` is told of commits that landed on a folder's branch."""
+        self.landings = Landings(landed)
         self.missing_reported = False
         self._live = live or (lambda: ())
         #: The object ids put into before-side URIs: the only ones ``read`` serves.
@@ -242,4 +247,5 @@ class GitChanges:
         if repo is None:
             return None
         status = await repo.status()  # limited to the session's folder
+        await self.landings.seen(directory, repo, status)
         return facts_of(status, len(status.entries), await base_branch(repo, status.branch))
