@@ -47,6 +47,7 @@ from ahpcore.protocol.errors import (
     SESSION_NOT_FOUND,
     ProtocolError,
 )
+from ahpcore.sessions import state as states
 from ahpcore.sessions.manager import SessionManager
 from ahpcore.tasks import Tasks
 
@@ -405,6 +406,7 @@ class AutomationService:
         definition = entry["definition"]
         template = definition.get("session") or {}
         live.creating = True
+        session_uri: str | None = None
         try:
             provider = self._provider(template)
             session_uri = uris.session_uri(provider, str(uuid.uuid4()))
@@ -419,7 +421,10 @@ class AutomationService:
         except Exception as exc:
             message = exc.message if isinstance(exc, ProtocolError) else str(exc) or repr(exc)
             log.warning("automation run %s could not make its session: %s", uri, message)
-            await self._end(uri, "failed", _error("SessionCreationFailed", message))
+            error = _error("SessionCreationFailed", message)
+            if session_uri is not None:
+                await self._creation_failed(uri, session_uri, entry, error)
+            await self._end(uri, "failed", error)
             return
         finally:
             live.creating = False
@@ -437,6 +442,43 @@ class AutomationService:
             uri, [*linked, {"type": "automationRun/lifecycleChanged", "lifecycle": running}]
         )
         self._start_turn(live, session_uri, definition, template)
+
+    async def _creation_failed(
+        self, run: str, session_uri: str, entry: Mapping[str, Any], error: dict[str, Any]
+    ) -> None:
+        """The run's session could not be made: its channel stays, ``session/creationFailed``.
+
+        The session machinery drops a session it could not make, so nobody could read
+        why; the run's session is kept here, in memory, as a session that failed to
+        start, and linked from the run, so a client opening the run sees what happened.
+        """
+        if session_uri in self.engine.channels:
+            return
+        definition = entry.get("definition") or {}
+        template = definition.get("session") or {}
+        state: dict[str, Any] = {
+            "provider": session_uri.partition(":")[0],
+            "title": str(definition.get("title") or ""),
+            "status": states.flags(states.STATUS_IDLE, is_read=True, is_archived=False),
+            "lifecycle": "creating",
+            "activeClients": [],
+            "chats": [],
+            "origin": {"kind": "automation", "automation": entry["resource"], "run": run},
+        }
+        if template.get("workingDirectories"):
+            state["workingDirectories"] = list(template["workingDirectories"])
+        owner = (entry.get("_meta") or {}).get(OWNER_KEY)
+        if owner is not None:
+            state["_meta"] = {OWNER_KEY: owner}
+        self.engine.add_channel(session_uri, "session", state)
+        self.engine.apply(session_uri, {"type": "session/creationFailed", "error": dict(error)})
+        await self._change(
+            run,
+            [
+                {"type": "automationRun/sessionSet", "session": session_uri},
+                {"type": "automationRun/primarySessionChanged", "primarySession": session_uri},
+            ],
+        )
 
     def _own(self, session_uri: str, entry: Mapping[str, Any]) -> None:
         """The run's session is the automation owner's, so they may open it."""

@@ -161,7 +161,17 @@ async def test_an_automation_whose_provider_is_gone_fails_its_run(tmp_path: Path
         assert run["lifecycle"]["status"] == "failed"
         assert run["lifecycle"]["error"]["errorType"] == "SessionCreationFailed"
         assert "scripted" in run["lifecycle"]["error"]["message"]
-        assert run["sessions"] == []
+        # The session it could not make is there to open, saying why.
+        assert run["primarySession"] in run["sessions"]
+        failed = await client.request("subscribe", {"channel": run["primarySession"]})
+        session = failed["snapshot"]["state"]
+        assert session["lifecycle"] == "failed"
+        assert session["creationError"] == run["lifecycle"]["error"]
+        assert session["origin"] == {
+            "kind": "automation",
+            "automation": "ahp-automation:/old",
+            "run": uri,
+        }
         # It can still be switched off or pointed at a provider that is here.
         seq = await client.dispatch(
             CATALOGUE,
