@@ -153,6 +153,14 @@ class UsersService:
                 **(meta if isinstance(meta, dict) else {}),
                 SENDER_KEY: client.identity,
             }
+            # On the message too, which the turn keeps: the chat's record holds it from there.
+            message = action.get("message")
+            if isinstance(message, dict):
+                said = message.get("_meta")
+                message["_meta"] = {
+                    **(said if isinstance(said, dict) else {}),
+                    SENDER_KEY: client.identity,
+                }
 
     def visible(self, client: Client, method: str, result: Any) -> Any:
         """``result`` as ``client`` may see it: a member's session list holds their own.

@@ -514,6 +514,10 @@ class SessionManager:
                 chat.references = dict(stored.get("references") or {})
                 await self._rebuild(chat)
             kept = {key: stored[key] for key in ("draft", *ARTIFACT_KEYS) if key in stored}
+            turn_meta = stored.get("turnMeta")
+            if isinstance(turn_meta, dict) and turn_meta:
+                kept["turns"] = states.with_turn_meta(list(chat.state.get("turns", [])), turn_meta)
+                chat.older_turns = states.with_turn_meta(chat.older_turns, turn_meta)
             if kept:
                 chat.channel.state = {**chat.state, **kept}
         order = [row["resource"] for row in session.state.get("chats", [])]

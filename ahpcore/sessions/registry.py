@@ -233,6 +233,8 @@ class SessionRegistry:
         row: dict[str, Any] = next(
             (r for r in chat.session.state.get("chats", []) if r.get("resource") == chat.uri), {}
         )
+        active = chat.state.get("activeTurn")
+        turns = [*chat.older_turns, *chat.state.get("turns", []), *([active] if active else [])]
         return {
             "uri": chat.uri,
             "backendId": chat.backend_id,
@@ -243,6 +245,8 @@ class SessionRegistry:
             **({"origin": chat.state["origin"]} if "origin" in chat.state else {}),
             # What the chat produced that clients open by reference.
             **{key: chat.state[key] for key in ARTIFACT_KEYS if key in chat.state},
+            # Who sent each turn: a transcript rebuilt from the backend does not say.
+            **({"turnMeta": kept} if (kept := states.kept_turn_meta(turns)) else {}),
         }
 
     async def save(self, session: LiveSession, *, title: str | None = None) -> None:

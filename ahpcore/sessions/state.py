@@ -138,20 +138,53 @@ def annotations_summary(session_uri: str, annotations: Iterable[Mapping[str, Any
 
 
 #: The keys of a session's ``_meta`` its store record keeps: who owns it (ahp-users)
-#: outlives a restart, and shows on the past session's row.
-KEPT_META_KEYS = frozenset({"ahp.owner"})
+#: and the artifacts its agent recorded outlive a restart, and show on the past row.
+KEPT_META_KEYS = frozenset({"ahp.owner", "agentHost/sessionArtifacts"})
 #: The keys of a session's ``_meta`` its catalogue row carries as well.
 ROW_META_KEYS = frozenset({"git"}) | KEPT_META_KEYS
 #: What a summary change says for a key the new summary no longer has.
 CLEARED: dict[str, Any] = {"activity": None, "_meta": {}}
 
 
-def kept_meta(holder: Mapping[str, Any]) -> State:
+#: The keys of a turn's message ``_meta`` its chat's store record keeps: who sent it
+#: (ahp-users), which a transcript rebuilt from the backend does not say.
+KEPT_TURN_META_KEYS = frozenset({"ahp.sender"})
+
+
+def kept_turn_meta(turns: Iterable[Mapping[str, Any]]) -> dict[str, State]:
+    """Turn id -> the kept keys of its message's ``_meta``, for the turns that have any."""
+    found: dict[str, State] = {}
+    for turn in turns:
+        message = turn.get("message")
+        if not isinstance(message, Mapping) or not isinstance(turn.get("id"), str):
+            continue
+        if kept := kept_meta(message, KEPT_TURN_META_KEYS):
+            found[turn["id"]] = kept
+    return found
+
+
+def with_turn_meta(turns: list[Any], kept: Mapping[str, Any]) -> list[Any]:
+    """``turns`` with what a record kept of their messages' ``_meta`` put back."""
+    if not kept:
+        return turns
+    out = []
+    for turn in turns:
+        turn_id = turn.get("id") if isinstance(turn, Mapping) else None
+        extra = kept.get(turn_id) if isinstance(turn_id, str) else None
+        message = turn.get("message") if isinstance(extra, Mapping) else None
+        if isinstance(extra, Mapping) and isinstance(message, Mapping):
+            meta = {**(message.get("_meta") or {}), **extra}
+            turn = {**turn, "message": {**message, "_meta": meta}}
+        out.append(turn)
+    return out
+
+
+def kept_meta(holder: Mapping[str, Any], keys: frozenset[str] = KEPT_META_KEYS) -> State:
     """The ``_meta`` keys of a state or record that its store record keeps."""
     meta = holder.get("_meta")
     if not isinstance(meta, Mapping):
         return {}
-    return {key: value for key, value in meta.items() if key in KEPT_META_KEYS}
+    return {key: value for key, value in meta.items() if key in keys}
 
 
 def session_summary(

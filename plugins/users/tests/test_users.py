@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -43,8 +44,29 @@ def add(state: Path, name: str, role: str) -> str:
     return token
 
 
+class ForgetfulReader:
+    """A transcript reader that loses a message's ``_meta``, as an agent's own files do."""
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+
+    def turn(self, turn_id: str, message: dict[str, Any], **kwargs: Any) -> Any:
+        said = {k: v for k, v in message.items() if k != "_meta"}
+        return self.reader.turn(turn_id, said, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
+class ForgetfulBackend(ScriptedBackend):
+    """The scripted agent, keeping what was said but not the ``_meta`` it came with."""
+
+    async def read_transcript(self, backend_id: str, reader: Any) -> bool:
+        return await super().read_transcript(backend_id, ForgetfulReader(reader))
+
+
 def host_with_people(tmp_path: Path, sessions: str = "memory"):  # type: ignore[no-untyped-def]
-    backend = ScriptedBackend(tmp_path / "scripted", script())
+    backend = ForgetfulBackend(tmp_path / "scripted", script())
     settings = HostSettings(sessions=sessions, port=0, state_dir=tmp_path / "state")
     return running_host(
         [("scripted", ScriptedPlugin(backend)), ("users", users_plugin)],
@@ -239,7 +261,14 @@ async def test_owners_outlive_a_restart_and_members_hear_only_of_their_own(tmp_p
         v = await running.connect("vic", token=vic)
         for client in (b, c, v):
             await client.initialize()
-        mine, _ = await open_session(b, 1)
+        mine, chat = await open_session(b, 1)
+        echoed = await start_turn(b, chat, "hello", "t1")
+        assert echoed["action"]["message"]["_meta"]["ahp.sender"] == "user:bob"
+        await b.recv_until(
+            lambda f: (
+                f.get("method") == "action" and f["params"]["action"]["type"] == "chat/turnComplete"
+            )
+        )
         hers, _ = await open_session(c, 2)
         gone, _ = await open_session(b, 3)
         await b.request("disposeSession", {"channel": gone})
@@ -280,6 +309,9 @@ async def test_owners_outlive_a_restart_and_members_hear_only_of_their_own(tmp_p
         assert frame["error"]["code"] == -32009, frame
         snapshot = (await b.request("subscribe", {"channel": mine}))["snapshot"]
         assert snapshot["state"]["_meta"]["ahp.owner"] == "user:bob"
+        # and who sent each turn of its rebuilt chat
+        turns = (await b.request("subscribe", {"channel": chat}))["snapshot"]["state"]["turns"]
+        assert [t["message"]["_meta"]["ahp.sender"] for t in turns] == ["user:bob"]
         frame = await c.request_frame("subscribe", {"channel": mine})
         assert frame["error"]["code"] == -32009, frame
         await running.aclose(check=False)
