@@ -17,6 +17,7 @@ import shlex
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,7 +40,7 @@ from ahpcore.services.terminals.output import (
     MIN_SCROLLBACK_BYTES,
     SCROLLBACK_KEY,
 )
-from ahpcore.sessions.calls import pausing
+from ahpcore.sessions.calls import call, pausing
 from ahpcore.sessions.folders import ENV_REACH, REACH_MACHINE, home_folder, too_wide
 from ahpcore.sessions.turns import TurnRecorder
 from ahpcore.settings import HostSettings
@@ -49,6 +50,7 @@ from ahpcore.tasks import Tasks, Work
 if TYPE_CHECKING:
     from ahpcore.services.terminals.output import LiveTerminal
     from ahpcore.services.terminals.service import TerminalService
+    from ahpcore.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +257,9 @@ class PluginHost:
         initialize_fields: Callable[[], dict[str, Any]] | None = None,
         at_stop: Callable[[StopWork], None] | None = None,
         terminals: Callable[[], TerminalService | None] = lambda: None,
+        sessions: Callable[[], SessionManager | None] = lambda: None,
     ) -> None:
+        self._sessions = sessions
         # Asked when a plugin opens a terminal: the service is built after the plugins.
         self._terminals = terminals
         self._automation_event = automation_event
@@ -492,6 +496,39 @@ class PluginHost:
         chats...), by session id; None when it keeps nothing. Reads the session store."""
         store = self._session_store()
         return await store.get(session_id) if store is not None else None
+
+    async def session_state_file(self, session: str, chat: str | None = None) -> Path | None:
+        """The file a session's backend itself keeps of one of its chats (the default chat
+        when ``chat`` is None): the Claude transcript, the scripted store's log. None when
+        the backend keeps none or cannot say (no ``state_file`` ability).
+
+        Only a regular file the backend names is answered, never a link: what a client
+        learns here is a path the backend already writes. Raises ``LookupError`` naming
+        what is not open here. May read the disk (in a worker thread).
+        """
+        manager = self._sessions()
+        live = manager.session_by_uri(session) if manager is not None else None
+        if live is None:
+            raise LookupError(f"session {session} is not open on this host")
+        if chat is None:
+            backend_id = live.id  # the default chat is the session's own conversation
+        else:
+            found = live.chats.get(chat)
+            if found is None:
+                raise LookupError(f"chat {chat} is not a chat of session {session}")
+            backend_id = found.backend_id
+        state_file = getattr(live.backend, "state_file", None)
+        if state_file is None:
+            return None
+        answer = await call(state_file, backend_id)
+        if answer is None:
+            return None
+        path = Path(answer)
+
+        def regular() -> bool:
+            return path.is_absolute() and not path.is_symlink() and path.is_file()
+
+        return path if await anyio.to_thread.run_sync(regular) else None
 
     def change_row_meta(self, row: dict[str, Any], key: str, value: Any) -> None:
         """Tell clients that ``_meta[key]`` of a listed session's row is now ``value``

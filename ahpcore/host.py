@@ -130,6 +130,7 @@ class Host:
             initialize_fields=lambda: self._protocol_or_fail.initialize_fields,
             at_stop=self._at_stop.append,
             terminals=lambda: self.terminals,
+            sessions=lambda: self.sessions,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(

@@ -579,6 +579,10 @@ class Backend(Protocol):
     #     and watchers.
     #   async def rename(self, backend_id: str, title: str) -> None   (abilities.rename)
     #     a client renamed the chat behind ``backend_id``; may block.
+    #   def state_file(self, backend_id: str) -> Path | None
+    #     the file this backend itself writes for that conversation (a transcript, its
+    #     store's log), for a person to open; None when it keeps none. Never a path
+    #     outside what the backend owns; may block.
     #   def session_meta(self, backend_id: str) -> Mapping[str, JSON]
     #     what the backend kept of a past session that has no protocol field (the model
     #     it was on: ``ahp.model``), merged into its ``_meta`` when it is reopened; may block.

@@ -452,6 +452,13 @@ class ScriptedBackend:
         found = self._rows(only=session_id)
         return found[0] if found else None
 
+    def state_file(self, backend_id: str) -> Path | None:
+        """The store's log of that conversation, when this backend keeps it on disk."""
+        if self.store.directory is None:
+            return None
+        path = self.store.path(backend_id)
+        return path if path.is_file() else None
+
     async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
         conversation = self.store.get(backend_id)
         if conversation is None:

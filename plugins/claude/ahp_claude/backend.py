@@ -387,6 +387,15 @@ class ClaudeBackend:
         found = self.index.path_of(session_id) if self.index.loaded else None
         return found or transcripts.find(self.config_dir, session_id)
 
+    def state_file(self, backend_id: str) -> Path | None:
+        """The CLI's transcript of that conversation, only when it lies in the CLI's own
+        projects folder (the index could name a file a link leads elsewhere)."""
+        found = self.transcript_path(backend_id)
+        if found is None:
+            return None
+        projects = (self.config_dir / "projects").resolve()
+        return found if found.resolve().is_relative_to(projects) else None
+
     # -- what the transcript does not keep: who was asked, and the turn ids clients know ---
     def _sidecar_path(self, session_id: str) -> Path:
         return self.state_dir / "sidecar" / f"{session_id}.json"

@@ -17,14 +17,23 @@ import anyio
 
 from ahp_vscode import debuglogs, diagnostics, worktrees
 from ahp_vscode.config import ROOT_CONFIG
-from ahpcore.api import PluginHost, private_folder
+from ahpcore.api import PluginHost, file_uri, private_folder
 from ahpcore.hookspecs import hookimpl
-from ahpcore.protocol.errors import INTERNAL_ERROR, ProtocolError
+from ahpcore.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    SESSION_NOT_FOUND,
+    ProtocolError,
+)
 
 log = logging.getLogger(__name__)
 
 #: ``_meta`` flag of the five detached-worktree methods.
 DETACHED_WORKTREES_FLAG = "vscode.detachedWorktrees"
+#: The backend's own record of a session (``PluginHost.session_state_file``).
+STATE_FILE = "vscode/getAgentHostSessionStateFile"
+#: ``_meta`` flag: ``vscode/getAgentHostSessionStateFile`` takes a chat other than the default.
+STATE_FILE_CHAT_FLAG = "vscode.getAgentHostSessionStateFile.chat"
 #: Long enough for the answer to ``shutdown`` to leave before the host stops.
 SHUTDOWN_DELAY = 0.2
 
@@ -76,6 +85,9 @@ class VSCodePlugin:
         logs = debuglogs.DebugLogs(host.settings.state_dir / "vscode" / "debug-logs")
         register(debuglogs.COLLECT, logs.collect)
         register(debuglogs.READ, logs.read)
+        register(STATE_FILE, self.state_file)
+        # Any chat may be named, not only the default one.
+        host.advertise_meta(STATE_FILE_CHAT_FLAG, True)
         port = host.ports.get("worktrees")
         if port is not None:
             folder = private_folder(host.settings.state_dir / "vscode")
@@ -104,6 +116,22 @@ class VSCodePlugin:
         # The answer (null) goes out first; the host stops a moment later.
         self.host.spawn(later, name="shutdown asked by a client")
         return None
+
+    async def state_file(self, client: Any, params: Any) -> dict[str, Any]:
+        """The backend's own record of a session's chat, as a ``file:`` URI; ``{}`` when its
+        backend keeps none (the window then says the session exposes no state file)."""
+        params = params if isinstance(params, dict) else {}
+        session, chat = params.get("session"), params.get("chat")
+        if not isinstance(session, str) or not session:
+            raise ProtocolError(INVALID_PARAMS, f"{STATE_FILE}: params.session must be a string")
+        if chat is not None and not isinstance(chat, str):
+            raise ProtocolError(INVALID_PARAMS, f"{STATE_FILE}: params.chat must be a string")
+        assert self.host is not None
+        try:
+            path = await self.host.session_state_file(session, chat)
+        except LookupError as exc:
+            raise ProtocolError(SESSION_NOT_FOUND, f"{STATE_FILE}: {exc}") from None
+        return {"resource": file_uri(str(path))} if path is not None else {}
 
     def network_info(self, client: Any, params: Any) -> dict[str, Any]:
         return diagnostics.network_info(self.endpoints)
