@@ -42,6 +42,7 @@ from ahpcore.ports.backend_types import (
     InputAnswer,
     Maybe,
     PendingEdit,
+    ToolAnswer,
     TurnEnded,
     TurnInput,
     TurnOrigin,
@@ -64,7 +65,9 @@ __all__ = [
     "InputAnswer",
     "Maybe",
     "PendingEdit",
+    "ServerTools",
     "SessionReporter",
+    "ToolAnswer",
     "TranscriptReader",
     "TurnEnded",
     "TurnInput",
@@ -395,6 +398,28 @@ class SessionReporter(Protocol):
         ...
 
 
+class ServerTools(Protocol):
+    """The host's own tools, offered to one chat's agent (``ChatStart.server_tools``).
+
+    The backend shows ``definitions()`` to its model beside its own tools and
+    passes a call on with ``call``; it reports the call like any other tool
+    call (``tool_start`` ... ``tool_complete``). The set is the session's
+    ``serverTools``; it is read at each turn, so a changed set reaches the model
+    at the next one.
+    """
+
+    def definitions(self) -> Sequence[Mapping[str, JSON]]:
+        """The tools now, as ``ToolDefinition`` dicts (name, description, inputSchema)."""
+        ...
+
+    async def call(self, name: str, arguments: Mapping[str, JSON]) -> ToolAnswer:
+        """Run one; ``name`` may carry an MCP prefix (``mcp__ahp__list_sessions``).
+
+        Never raises for a bad call: the answer says what was wrong, with success False.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class ChatStart:
     """Everything a backend needs to start (or reopen) the agent behind one chat.
@@ -422,6 +447,8 @@ class ChatStart:
     #: Where the agent reports what happens outside host-started turns; lives as long as
     #: the agent. None only for callers that predate it (tests driving a backend alone).
     report: SessionReporter | None = None
+    #: The host's own tools for this chat's agent (``abilities.server_tools``), else None.
+    server_tools: ServerTools | None = None
     #: Turn id -> the backend's own reference for it (``TurnReporter.reference``),
     #: as the host keeps them, so a fork or a truncation can name the backend's entry.
     references: Mapping[str, str] = field(default_factory=dict)

@@ -81,6 +81,17 @@ class Abilities:
     mcp_control: bool = False
     #: Truncate through the live agent (``Agent.truncate``) rather than a dead transcript.
     agent_truncate: bool = False
+    #: Offer the agent the host's own tools (``ChatStart.server_tools``); without it the
+    #: session advertises none.
+    server_tools: bool = False
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """What one of the host's server tools answered: text for the model, and whether it worked."""
+
+    text: str
+    success: bool = True
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,7 @@ from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import ARTIFACT_KEYS, SessionRegistry
 from ahpcore.sessions.reporter import EDIT_SCHEME
+from ahpcore.sessions.servertools import LISTED, ServerToolHost
 from ahpcore.sessions.transcript import Rebuilder
 from ahpcore.tasks import Tasks
 
@@ -139,6 +140,15 @@ class SessionManager:
             engine.on_action(action_type, handler, other_channels=action_type in ON_CHATS_TOO)
         # Every session's <uri>/annotations, opened when a client names it.
         self.annotations = SessionAnnotations(self.registry)
+        self.server_tools = ServerToolHost(
+            self.registry, rows=self._all_rows, reopen=self.reopen_for
+        )
+        self.registry.server_tools_for = self.server_tools.for_chat
+
+    async def _all_rows(self) -> list[dict[str, Any]]:
+        """The newest sessions, as listSessions answers them (a server tool lists them)."""
+        listing = await self.list_sessions(None, {"limit": LISTED})  # type: ignore[arg-type]
+        return list(listing["items"])
 
     async def move_chat(self, client: Client, params: dict[str, Any]) -> Any:
         return await moves.move_chat(self.registry, client, params)
@@ -441,6 +451,7 @@ class SessionManager:
             meta=meta,
         )
         session.owner = client.client_id if client is not None else None
+        self.server_tools.advertise(session)
         chat = session.chats[session.state["defaultChat"]]
         try:
             await chat.runner.start_agent(self.auth.tokens(client) if client is not None else None)
@@ -495,6 +506,8 @@ class SessionManager:
             record=record,
         )
         session.owner = record.get("owner")
+        # The set a session keeps may be an older host's: it hears of the one it has now.
+        self.server_tools.advertise(session)
         default = session.chats[session.state["defaultChat"]]
         default.existing = True
         for stored in record.get("chats", []):

@@ -18,7 +18,7 @@ import anyio
 
 from ahpcore.engine.core import Engine
 from ahpcore.lifecycle import Lifecycle, TurnStart
-from ahpcore.ports.backend import Backend, ChatStart, SessionReporter
+from ahpcore.ports.backend import Backend, ChatStart, ServerTools, SessionReporter
 from ahpcore.protocol import uris
 from ahpcore.sessions import composer
 from ahpcore.sessions import state as states
@@ -67,6 +67,10 @@ class SessionRegistry:
         self.on_saving: Callable[[LiveSession], Awaitable[None]] | None = None
         #: Sessions whose newest record may not have reached the index.
         self.unindexed_ids: set[str] = set()
+        #: The host's own tools for a chat's agent (``ChatStart.server_tools``); set by the manager.
+        self.server_tools_for: Callable[[LiveSession, str], ServerTools | None] = (
+            lambda session, chat_uri: None
+        )
 
     @contextmanager
     def unsure_while(self, session_id: str) -> Iterator[None]:
@@ -121,6 +125,7 @@ class SessionRegistry:
             side_of=chat.side_of,
             tokens=tokens or {},
             client_tools=self.client_tools(session),
+            server_tools=self.server_tools_for(session, chat.uri),
             report=report,
             references=dict(chat.references),
         )

@@ -58,6 +58,7 @@ class ScriptedAgent:
         self.backend = backend
         self.conversation = conversation
         self.client_tools = tuple(str(tool.get("name", "")) for tool in start.client_tools)
+        self.server_tools = start.server_tools
         self.closed = False
         self._steering: deque[str] = deque()
         self._running: str | None = None
@@ -155,6 +156,7 @@ class ScriptedAgent:
                 gates=backend.gates,
                 call_ids=(f"{turn.turn_id}.call{n}" for n in itertools.count(calls + 1)),
                 client_tools=self.client_tools,
+                server_tools=self.server_tools,
                 steering=self._next_steering,
                 redirect=backend.script.select,
                 session=self.session,
@@ -246,6 +248,7 @@ class ScriptedBackend:
         toggle=True,
         mcp_control=True,
         agent_truncate=True,
+        server_tools=True,
     )
 
     def __init__(

@@ -37,7 +37,9 @@ from ahpcore.ports.backend import (
     Cost,
     InputAnswer,
     PendingEdit,
+    ServerTools,
     SessionReporter,
+    ToolAnswer,
     TurnReporter,
 )
 
@@ -127,6 +129,8 @@ class TurnRun:
     call_ids: Iterator[str]
     #: Full names of the client tools the chat started with.
     client_tools: Sequence[str] = ()
+    #: The host's own tools (None: the host offers none).
+    server_tools: ServerTools | None = None
     #: Returns a steering message's text when one arrived, else None.
     steering: Callable[[], str | None] = lambda: None
     #: Steps and variables for a steering message's text.
@@ -283,6 +287,9 @@ class TurnRun:
             texts = [c.get("text", "") for c in content if isinstance(c, Mapping)]
             self.variables["result"] = "".join(str(t) for t in texts)
             return
+        if step.server:
+            await self._server_tool(call_id, name, tool_input, invocation)
+            return
         # Whether it asks is known only now, as with an agent that asks when it asks.
         report.tool_ready(call_id, tool_input=tool_input, invocation_message=invocation)
         if step.approval:
@@ -328,6 +335,24 @@ class TurnRun:
         content = [{"type": "text", "text": result_text}] if result_text else None
         report.tool_complete(call_id, success=True, past_tense_message=past, content=content)
         self.variables["result"] = result_text
+
+    async def _server_tool(self, call_id: str, name: str, tool_input: str, invocation: str) -> None:
+        report = self.report
+        report.tool_running(call_id, tool_input=tool_input, invocation_message=invocation)
+        if self.server_tools is None:
+            answer = ToolAnswer("this host offers no server tools", success=False)
+        else:
+            answer = await self.server_tools.call(name, json.loads(tool_input))
+        content = [{"type": "text", "text": answer.text}]
+        if answer.success:
+            report.tool_complete(
+                call_id, success=True, past_tense_message=f"Ran `{name}`", content=content
+            )
+        else:
+            report.tool_complete(
+                call_id, success=False, past_tense_message=f"`{name}` failed", error=answer.text
+            )
+        self.variables["result"] = answer.text
 
     async def subagent(self, step: Subagent) -> None:
         call_id = next(self.call_ids)

@@ -57,7 +57,9 @@ class Tool:
     pick is ``${option}``); ``edits`` (``{path, after, before}``) are file edits
     the approval shows. ``fail`` completes the call with success False and that error. ``client``
     runs a tool a client provides (``<clientId>__<name>``; ``name`` may be the
-    bare ``<name>``). A denied approval runs ``on_deny`` and ends the turn.
+    bare ``<name>``). ``server`` runs one of the host's own tools (``list_sessions``,
+    ``add_artifact_or_reference``, ...) with ``input`` as its arguments; its answer
+    is the result. A denied approval runs ``on_deny`` and ends the turn.
     """
 
     name: str
@@ -74,6 +76,7 @@ class Tool:
     on_deny: tuple[Step, ...]
     options: tuple[Mapping[str, JSON], ...]
     edits: tuple[Mapping[str, JSON], ...]
+    server: bool
 
     def __init__(
         self,
@@ -91,9 +94,11 @@ class Tool:
         on_deny: Sequence[StepLike] = (),
         options: Sequence[Mapping[str, JSON]] = (),
         edits: Sequence[Mapping[str, JSON]] = (),
+        server: bool = False,
     ) -> None:
         _set(
             self,
+            server=server,
             options=tuple(dict(option) for option in options),
             edits=tuple(dict(edit) for edit in edits),
             name=name,
@@ -601,6 +606,7 @@ FIELDS: dict[type, dict[str, Check]] = {
         "result": _text,
         "fail": _optional_text,
         "client": _flag,
+        "server": _flag,
         "display_name": _optional_text,
         "intention": _optional_text,
         "invocation": _optional_text,
