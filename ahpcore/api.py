@@ -48,6 +48,8 @@ from ahpcore.store.private import private_folder, private_sqlite, tighten_sqlite
 from ahpcore.tasks import Tasks, Work
 
 if TYPE_CHECKING:
+    from ahpcore.ports import ResourceReader
+    from ahpcore.services.resources import ResourceService
     from ahpcore.services.terminals.output import LiveTerminal
     from ahpcore.services.terminals.service import TerminalService
     from ahpcore.sessions.manager import SessionManager
@@ -258,8 +260,10 @@ class PluginHost:
         at_stop: Callable[[StopWork], None] | None = None,
         terminals: Callable[[], TerminalService | None] = lambda: None,
         sessions: Callable[[], SessionManager | None] = lambda: None,
+        resources: Callable[[], ResourceService | None] = lambda: None,
     ) -> None:
         self._sessions = sessions
+        self._resources = resources
         # Asked when a plugin opens a terminal: the service is built after the plugins.
         self._terminals = terminals
         self._automation_event = automation_event
@@ -529,6 +533,16 @@ class PluginHost:
             return path.is_absolute() and not path.is_symlink() and path.is_file()
 
         return path if await anyio.to_thread.run_sync(regular) else None
+
+    def add_resource_reader(self, reader: ResourceReader) -> None:
+        """Ask ``reader`` about every ``resourceRead`` (its params) before the files port:
+        it answers the protocol's result, None to pass, or raises ``ProtocolError``. For
+        a file the plugin itself handed a client that lies outside the sessions' folders.
+        Call it from ``ahp_host_started``: the resources are set up after the plugins."""
+        service = self._resources()
+        if service is None:
+            raise RuntimeError("add_resource_reader is for ahp_host_started and later")
+        service.add_reader(reader)
 
     def change_row_meta(self, row: dict[str, Any], key: str, value: Any) -> None:
         """Tell clients that ``_meta[key]`` of a listed session's row is now ``value``

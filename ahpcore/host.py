@@ -131,6 +131,7 @@ class Host:
             at_stop=self._at_stop.append,
             terminals=lambda: self.terminals,
             sessions=lambda: self.sessions,
+            resources=lambda: self.resources,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(

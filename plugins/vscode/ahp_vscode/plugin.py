@@ -7,21 +7,25 @@ set only for what is really answered here.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import signal
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from ahp_vscode import debuglogs, diagnostics, worktrees
 from ahp_vscode.config import ROOT_CONFIG
-from ahpcore.api import PluginHost, file_uri, private_folder
+from ahpcore.api import PluginHost, file_uri, path_of_file_uri, private_folder
 from ahpcore.hookspecs import hookimpl
 from ahpcore.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    NOT_FOUND,
     SESSION_NOT_FOUND,
     ProtocolError,
 )
@@ -69,6 +73,8 @@ class VSCodePlugin:
         self.detached: worktrees.DetachedWorktrees | None = None
         self.host: PluginHost | None = None
         self._stopping = False
+        #: Paths of the state files handed out: the only ones ``read_state_file`` serves.
+        self._state_files: set[str] = set()
 
     @hookimpl
     def ahp_root_config(self, host: PluginHost) -> dict[str, Any]:
@@ -131,7 +137,23 @@ class VSCodePlugin:
             path = await self.host.session_state_file(session, chat)
         except LookupError as exc:
             raise ProtocolError(SESSION_NOT_FOUND, f"{STATE_FILE}: {exc}") from None
-        return {"resource": file_uri(str(path))} if path is not None else {}
+        if path is None:
+            return {}
+        self._state_files.add(str(path))
+        return {"resource": file_uri(str(path))}
+
+    @hookimpl
+    def ahp_host_started(self, host: PluginHost) -> None:
+        # The window opens the state file with resourceRead, and the file lies outside
+        # every session's folder, where the files fence would refuse it.
+        host.add_resource_reader(self.read_state_file)
+
+    def read_state_file(self, params: Any) -> Awaitable[dict[str, Any]] | None:
+        uri = params.get("uri") if isinstance(params, dict) else None
+        path = path_of_file_uri(uri) if isinstance(uri, str) else None
+        if path is None or path not in self._state_files:
+            return None  # not one handed out here: the files port decides
+        return anyio.to_thread.run_sync(_read_state_file, Path(path), str(uri))
 
     def network_info(self, client: Any, params: Any) -> dict[str, Any]:
         return diagnostics.network_info(self.endpoints)
@@ -146,7 +168,34 @@ class VSCodePlugin:
         return await diagnostics.fetch(url, self.endpoints)
 
 
+#: A state file larger than this is not sent whole (a frame holds 16 MiB at most).
+STATE_FILE_BYTES = 8 << 20
+
+
+def _read_state_file(path: Path, uri: str) -> dict[str, Any]:
+    """The resourceRead result for a state file handed out, checked again as it is read."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            raise ProtocolError(NOT_FOUND, f"{uri} is gone")
+        with path.open("rb") as file:
+            data = file.read(STATE_FILE_BYTES + 1)
+    except OSError as exc:
+        raise ProtocolError(NOT_FOUND, f"{uri} cannot be read ({exc.strerror})") from None
+    if len(data) > STATE_FILE_BYTES:
+        raise ProtocolError(
+            INVALID_PARAMS,
+            f"{uri} is over {STATE_FILE_BYTES >> 20} MiB: open it on the host's machine",
+        )
+    try:
+        return {"data": data.decode("utf-8"), "encoding": "utf-8", "contentType": "text/plain"}
+    except UnicodeDecodeError:
+        encoded = base64.b64encode(data).decode("ascii")
+        return {"data": encoded, "encoding": "base64", "contentType": "application/octet-stream"}
+
+
 _plugin = VSCodePlugin()
+#: The plugin serving each host, for the hooks after ``ahp_rpc_methods``.
+_per_host: weakref.WeakKeyDictionary[PluginHost, VSCodePlugin] = weakref.WeakKeyDictionary()
 
 
 @hookimpl
@@ -157,4 +206,12 @@ def ahp_root_config(host: PluginHost) -> dict[str, Any]:
 @hookimpl
 def ahp_rpc_methods(host: PluginHost, register: Callable[..., None]) -> None:
     # A fresh plugin per host: handles and the shutdown latch are one host's.
-    VSCodePlugin().ahp_rpc_methods(host, register)
+    _per_host[host] = plugin = VSCodePlugin()
+    plugin.ahp_rpc_methods(host, register)
+
+
+@hookimpl
+def ahp_host_started(host: PluginHost) -> None:
+    plugin = _per_host.get(host)
+    if plugin is not None:
+        plugin.ahp_host_started(host)

@@ -75,6 +75,14 @@ async def test_the_scripted_store_file_of_each_chat(tmp_path: Path) -> None:
         path = Path(path_of_file_uri(answer["resource"]) or "")
         assert path.is_file() and path.parent == store
         assert "hello" in path.read_text("utf-8")
+        # The window opens it with resourceRead, though it lies in no session's folder.
+        read = await client.request("resourceRead", {"uri": answer["resource"]})
+        assert read["encoding"] == "utf-8" and read["data"] == path.read_text("utf-8")
+        # A file beside it that was never handed out is not read through this door.
+        beside = store / "other.jsonl"
+        beside.write_text("private\n")
+        refused = await client.request_frame("resourceRead", {"uri": beside.as_uri()})
+        assert "error" in refused and "private" not in str(refused)
         # Naming the default chat is the same as naming none.
         same = await client.request(STATE_FILE, {"session": session, "chat": default})
         assert same == answer
