@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from ahpcore.notes import note
 from ahpcore.ports.backend import JSON, ToolAnswer
 from ahpcore.protocol import uris
 from ahpcore.sessions import state as states
@@ -261,6 +262,13 @@ class ServerToolHost:
     def definitions(self) -> list[dict[str, Any]]:
         return [dict(tool) for tool in TOOLS]
 
+    @note(
+        "session/serverToolsChanged",
+        text="The whole set of the host's own tools (list_sessions, read_session, "
+        "send_message and the artifact tools), sent when a session's held set is not the "
+        "host's: on creation, and on reopening one an older host kept. A backend without "
+        "Abilities.server_tools gets none, and its sessions advertise none.",
+    )
     def advertise(self, session: LiveSession) -> None:
         """``session/serverToolsChanged`` when the session's set is not the one it should hold."""
         wanted = self.definitions() if session.backend.abilities.server_tools else []
