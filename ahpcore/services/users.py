@@ -23,6 +23,7 @@ from ahpcore.engine.core import Engine
 from ahpcore.lifecycle import SessionCreation
 from ahpcore.markers import hookimpl
 from ahpcore.ports import Person, UsersPort
+from ahpcore.protocol import uris
 from ahpcore.protocol.errors import PERMISSION_DENIED, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.rpc.peer import Reply
@@ -93,18 +94,58 @@ class UsersService:
         return person.role if person is not None else None
 
     def owner_of(self, uri: str) -> str | None:
-        """Who owns the session ``uri`` is, or holds as a chat; None when no session does."""
+        """Who owns what ``uri`` names: a session, one of its chats or channels under
+        them (annotations, changesets), or a terminal by its claim; None when unknown."""
+        uri = self.engine.canonical(uri)
+        channel = self.engine.channels.get(uri)
+        if channel is not None and channel.kind == "terminal":
+            return self._terminal_owner(channel.state.get("claim"))
         for channel in list(self.engine.channels.values()):
             if channel.kind != "session":
                 continue
             state = channel.state
-            if channel.uri == uri or any(
-                isinstance(chat, Mapping) and chat.get("resource") == uri
+            held = [channel.uri, uris.alias_uri(uris.session_id_of(channel.uri))]
+            held += [
+                chat["resource"]
                 for chat in state.get("chats") or ()
-            ):
-                owner = (state.get("_meta") or {}).get(OWNER_KEY)
-                return owner if isinstance(owner, str) else self.root
+                if isinstance(chat, Mapping) and isinstance(chat.get("resource"), str)
+            ]
+            if any(uri == h or uri.startswith(h + "/") for h in held):
+                return self._owner_in(state)
         return None
+
+    def _owner_in(self, state: Mapping[str, Any]) -> str:
+        owner = (state.get("_meta") or {}).get(OWNER_KEY)
+        return owner if isinstance(owner, str) else self.root
+
+    def _terminal_owner(self, claim: Any) -> str | None:
+        """A session's terminal is its owner's; a client's, the person on that connection."""
+        if not isinstance(claim, Mapping):
+            return None
+        if claim.get("kind") == "session" and isinstance(claim.get("session"), str):
+            return self.owner_of(claim["session"])
+        if claim.get("kind") == "client":
+            for client in list(self.engine.clients):
+                if client.client_id == claim.get("clientId") and client.identity is not None:
+                    return client.identity
+        return None
+
+    def _folder_owner(self, client: Client, uri: Any) -> str | None:
+        """Whose session's working directory the file ``uri`` lies in, the asker's first."""
+        path = uris.path_of_file_uri(uri) if isinstance(uri, str) else None
+        if path is None:
+            return None
+        owners: list[str] = []
+        for channel in list(self.engine.channels.values()):
+            if channel.kind != "session":
+                continue
+            for folder in channel.state.get("workingDirectories") or ():
+                root = uris.path_of_file_uri(folder) if isinstance(folder, str) else None
+                if root is not None and (path == root or path.startswith(root.rstrip("/") + "/")):
+                    owners.append(self._owner_in(channel.state))
+        if client.identity in owners:
+            return client.identity
+        return owners[0] if owners else None
 
     # -- what they may do --------------------------------------------------------------
     def refusal(self, client: Client, method: str, params: Any) -> str | None:
@@ -126,6 +167,18 @@ class UsersService:
             owner = self.owner_of(channel)
             if owner is not None and owner != client.identity:
                 return f"{client.identity} is a member: {channel} belongs to {owner}"
+        if not isinstance(params, Mapping):
+            return None
+        if method == "createTerminal":
+            owner = self._terminal_owner(params.get("claim"))
+            if owner is not None and owner != client.identity:
+                return f"{client.identity} is a member: that session belongs to {owner}"
+        if method.startswith("resource") or method == "createTerminal":
+            # Files in someone else's session's folders are theirs (the fence still holds).
+            for key in ("uri", "source", "destination", "cwd"):
+                owner = self._folder_owner(client, params.get(key))
+                if owner is not None and owner != client.identity:
+                    return f"{client.identity} is a member: {params[key]} belongs to {owner}"
         return None
 
     def check(self, client: Client, method: str, params: Any) -> None:

@@ -65,11 +65,11 @@ class ForgetfulBackend(ScriptedBackend):
         return await super().read_transcript(backend_id, ForgetfulReader(reader))
 
 
-def host_with_people(tmp_path: Path, sessions: str = "memory"):  # type: ignore[no-untyped-def]
+def host_with_people(tmp_path: Path, sessions: str = "memory", *extra: Any):  # type: ignore[no-untyped-def]
     backend = ForgetfulBackend(tmp_path / "scripted", script())
     settings = HostSettings(sessions=sessions, port=0, state_dir=tmp_path / "state")
     return running_host(
-        [("scripted", ScriptedPlugin(backend)), ("users", users_plugin)],
+        [("scripted", ScriptedPlugin(backend)), ("users", users_plugin), *extra],
         settings=settings,
         token=DEPLOYMENT,
     )
@@ -314,4 +314,74 @@ async def test_owners_outlive_a_restart_and_members_hear_only_of_their_own(tmp_p
         assert [t["message"]["_meta"]["ahp.sender"] for t in turns] == ["user:bob"]
         frame = await c.request_frame("subscribe", {"channel": mine})
         assert frame["error"]["code"] == -32009, frame
+        await running.aclose(check=False)
+
+
+async def test_a_members_terminals_changesets_and_files_are_theirs(tmp_path, monkeypatch):
+    from ahp_files import plugin as files_plugin
+    from ahp_terminals import plugin as terminals_plugin
+
+    monkeypatch.setenv("SHELL", "/bin/sh")
+    state = tmp_path / "state"
+    bob, carol, vic = (
+        add(state, "bob", "member"),
+        add(state, "carol", "member"),
+        add(state, "vic", "viewer"),
+    )
+    folder = (tmp_path / "bobs").resolve()
+    folder.mkdir()
+    (folder / "notes.txt").write_text("bob's")
+    notes = (folder / "notes.txt").as_uri()
+    extra = (("terminals", terminals_plugin), ("files", files_plugin))
+    async with host_with_people(tmp_path, "memory", *extra) as running:
+        b = await running.connect("bob", token=bob)
+        c = await running.connect("carol", token=carol)
+        v = await running.connect("vic", token=vic)
+        for client in (b, c, v):
+            await client.initialize()
+        session, chat = await open_session(b, 1, workingDirectories=[folder.as_uri()])
+        claim = {"kind": "session", "session": session, "chat": chat}
+        terminal = "ahp-terminal:/bobs"
+        await b.request("createTerminal", {"channel": terminal, "claim": claim})
+        await b.request("subscribe", {"channel": terminal})
+        changes = f"{session}/changeset/session"
+
+        # the owner reaches all of it
+        assert await b.request("resourceRead", {"channel": "ahp-root://", "uri": notes})
+        # another member reaches none of it
+        refusals = [
+            await c.request_frame("resourceRead", {"channel": "ahp-root://", "uri": notes}),
+            await c.request_frame(
+                "resourceWrite",
+                {"channel": "ahp-root://", "uri": (folder / "x").as_uri(), "data": "eA=="},
+            ),
+            await c.request_frame(
+                "createTerminal", {"channel": "ahp-terminal:/c1", "claim": claim}
+            ),
+            await c.request_frame(
+                "createTerminal",
+                {
+                    "channel": "ahp-terminal:/c2",
+                    "claim": {"kind": "client", "clientId": c.client_id},
+                    "cwd": folder.as_uri(),
+                },
+            ),
+            await c.request_frame("subscribe", {"channel": terminal}),
+            await c.request_frame("subscribe", {"channel": changes}),
+        ]
+        for frame in refusals:
+            assert frame["error"]["code"] == -32009, frame
+            assert "belongs to user:bob" in frame["error"]["message"]
+        seq = await c.dispatch(terminal, {"type": "terminal/input", "data": "echo hi\n"})
+        assert "belongs to user:bob" in (await c.answer_to(seq))["rejectionReason"]
+        assert not (folder / "x").exists()
+
+        # a viewer reads and watches, and writes nothing
+        assert await v.request("resourceRead", {"channel": "ahp-root://", "uri": notes})
+        assert "result" in await v.request_frame("subscribe", {"channel": terminal})
+        frame = await v.request_frame(
+            "resourceWrite",
+            {"channel": "ahp-root://", "uri": (folder / "x").as_uri(), "data": "eA=="},
+        )
+        assert frame["error"]["code"] == -32009
         await running.aclose(check=False)
