@@ -191,7 +191,12 @@ class ClaudeAgent:
             resume = {"resume": self.session_id}
         else:
             resume = {"session_id": self.session_id}
-        mcp = client_tools.server(start.client_tools, self._run_client_tool)
+        mcp = client_tools.server(
+            start.client_tools,
+            self._run_client_tool,
+            start.server_tools.definitions() if start.server_tools is not None else (),
+            self._run_server_tool,
+        )
         self.shell.update(config.get(shell.KEY))
         effort = config.get("thinkingLevel") or config.get("effort")
         env = self.backend.environment(start.tokens)
@@ -589,6 +594,14 @@ class ClaudeAgent:
         if running is None or running.done.is_set():
             return {"success": False, "error": {"message": "no turn is running"}}
         return await running.client_tool(name, arguments)
+
+    async def _run_server_tool(self, name: str, arguments: dict[str, Any]) -> Mapping[str, Any]:
+        """One of the host's own tools; the turn reports the call from the CLI's stream."""
+        offered = self.start.server_tools
+        if offered is None:
+            return {"success": False, "error": {"message": "this host offers no server tools"}}
+        answer = await offered.call(name, arguments)
+        return {"success": answer.success, "content": [{"type": "text", "text": answer.text}]}
 
     async def _can_use_tool(
         self, name: str, tool_input: dict[str, Any], context: sdk.ToolPermissionContext

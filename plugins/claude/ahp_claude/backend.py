@@ -94,6 +94,7 @@ class ClaudeBackend:
         configure=True,
         toggle=True,
         mcp_control=True,
+        server_tools=True,
     )
 
     def __init__(

@@ -1,4 +1,5 @@
-"""Tools clients provide, offered to the CLI through one in-process MCP server named ``ahp``.
+"""Tools clients provide, offered to the CLI through one in-process MCP server named ``ahp``,
+with the host's own server tools beside them (bare names; a client's carry ``<clientId>__``).
 
 The MCP handler learns the tool's name and input but not the model's tool-use id,
 so a call is matched to the tool_use block the model streamed: by tool name, then
@@ -18,16 +19,26 @@ from ahp_claude.tools import CLIENT_SERVER
 Runner = Callable[[str, dict[str, Any]], Awaitable[Mapping[str, Any]]]
 
 
-def server(definitions: Sequence[Mapping[str, Any]], run: Runner) -> sdk.McpSdkServerConfig | None:
+def server(
+    definitions: Sequence[Mapping[str, Any]],
+    run: Runner,
+    server_definitions: Sequence[Mapping[str, Any]] = (),
+    run_server: Runner | None = None,
+) -> sdk.McpSdkServerConfig | None:
+    offered = [(d, run) for d in definitions]
+    if run_server is not None:
+        offered += [(d, run_server) for d in server_definitions]
     tools: list[sdk.SdkMcpTool[Any]] = []
-    for definition in definitions:
+    for definition, runner in offered:
         name = str(definition.get("name", ""))
         if not name:
             continue
         schema = definition.get("inputSchema") or {"type": "object", "properties": {}}
 
-        async def handler(arguments: dict[str, Any], name: str = name) -> dict[str, Any]:
-            result = await run(name, dict(arguments))
+        async def handler(
+            arguments: dict[str, Any], name: str = name, runner: Runner = runner
+        ) -> dict[str, Any]:
+            result = await runner(name, dict(arguments))
             return to_mcp(result)
 
         tools.append(

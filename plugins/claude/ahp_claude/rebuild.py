@@ -217,8 +217,9 @@ class Replay:
             return
         report = self.report
         mcp = tools.mcp_parts(name)
-        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
-            report.tool_start(call_id, mcp[1])
+        client_name = tools.client_tool_name(name)
+        if client_name is not None:
+            report.tool_start(call_id, client_name)
         else:
             report.tool_start(
                 call_id, name, meta=tools.tool_meta(name), mcp_server=mcp[0] if mcp else None
@@ -297,18 +298,18 @@ class Replay:
 
     @staticmethod
     def _invocation(name: str, tool_input: Mapping[str, Any]) -> str:
-        mcp = tools.mcp_parts(name)
-        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
-            return f"Run `{mcp[1]}`"  # a client's tool: what the live call said
+        client_name = tools.client_tool_name(name)
+        if client_name is not None:
+            return f"Run `{client_name}`"  # a client's tool: what the live call said
         return tools.invocation_message(name, tool_input)
 
     def _past_tense(self, call_id: str, name: str, tool_input: Mapping[str, Any]) -> str:
         said = (self.decisions.get(call_id) or {}).get("pastTenseMessage")
         if said:
             return str(said)  # the client that ran it said so
-        mcp = tools.mcp_parts(name)
-        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
-            return f"Ran `{mcp[1]}`"
+        client_name = tools.client_tool_name(name)
+        if client_name is not None:
+            return f"Ran `{client_name}`"
         return tools.past_tense_message(name, tool_input)
 
     def _tool_result(self, block: Mapping[str, Any], result: Any) -> None:

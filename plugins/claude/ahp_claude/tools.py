@@ -30,7 +30,8 @@ SUBAGENT_TOOLS = frozenset({"Task", "Agent"})
 #: Tools whose approval carries a file edit.
 EDIT_TOOLS = frozenset({"Write", "Edit", "MultiEdit"})
 
-#: The SDK MCP server that carries the tools clients provide.
+#: The SDK MCP server that carries the tools clients provide (``<clientId>__<name>``)
+#: and the host's own server tools (bare names, never with ``__``).
 CLIENT_SERVER = "ahp"
 
 
@@ -67,6 +68,20 @@ def mcp_parts(name: str) -> tuple[str, str] | None:
         return None
     server, _, tool = name[5:].partition("__")
     return (server, tool) if server and tool else None
+
+
+def client_tool_name(name: str) -> str | None:
+    """The name a client gave its tool, when ``name`` is one on the ``ahp`` server."""
+    mcp = mcp_parts(name)
+    if mcp is None or mcp[0] != CLIENT_SERVER or "__" not in mcp[1]:
+        return None
+    return mcp[1]
+
+
+def is_server_tool(name: str) -> bool:
+    """One of the host's own tools, carried on the ``ahp`` server beside clients' tools."""
+    mcp = mcp_parts(name)
+    return mcp is not None and mcp[0] == CLIENT_SERVER and "__" not in mcp[1]
 
 
 def _short(value: Any, limit: int = 80) -> str:

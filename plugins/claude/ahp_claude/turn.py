@@ -284,9 +284,10 @@ class Turn:
             return
         call.started = True
         mcp = tools.mcp_parts(name)
-        if mcp is not None and mcp[0] == tools.CLIENT_SERVER:
+        client_name = tools.client_tool_name(name)
+        if client_name is not None:
             # A client's tool: the core names it and its contributor.
-            call.stream.report.tool_start(call_id, mcp[1])
+            call.stream.report.tool_start(call_id, client_name)
             return
         call.stream.report.tool_start(
             call_id,
@@ -379,6 +380,8 @@ class Turn:
             return await self._ask(tool_input)
         if is_client_tool(name):
             return sdk.PermissionResultAllow()  # the client that runs it is its own judge
+        if tools.is_server_tool(name):
+            return sdk.PermissionResultAllow()  # the host's own: it checks what it is asked
         call = self.calls.setdefault(call_id, Call(name, self.main))
         call.input = dict(tool_input)
         self._tool_start(call_id, name)
@@ -445,8 +448,7 @@ class Turn:
 
 
 def is_client_tool(name: str) -> bool:
-    mcp = tools.mcp_parts(name)
-    return mcp is not None and mcp[0] == tools.CLIENT_SERVER
+    return tools.client_tool_name(name) is not None
 
 
 def parsed_input(text: str | None) -> dict[str, Any] | None:
