@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +233,45 @@ async def test_an_agent_lists_reads_and_messages_another_session(
         nowhere = await turn(client, one, "read scripted:/nope", "a5")
         assert nowhere == "No session scripted:/nope on this host."
         await client.assert_replay_agrees()
+
+
+async def test_with_ahp_users_an_agent_reaches_only_its_owners_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ahp_users.plugin
+
+    state = tmp_path / "state"
+    tokens = {}
+    for name in ("bob", "carol"):
+        done = subprocess.run(
+            [sys.executable, "-m", "ahpcore.cli", "users", "add", name, "--role", "member"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "AHP_STATE_DIR": str(state)},
+        )
+        assert done.returncode == 0, done.stderr
+        tokens[name] = done.stdout.strip().splitlines()[-1]
+    script = tmp_path / "tools.yaml"
+    script.write_text(SCRIPT)
+    monkeypatch.setenv("AHP_SCRIPTED_SCRIPT", str(script))
+    settings = HostSettings(sessions="file", port=0, state_dir=state)
+    plugins = [("scripted", ahp_scripted.plugin), ("users", ahp_users.plugin)]
+    async with running_host(plugins, settings=settings, token="deployment-0123456789") as running:
+        bob = await running.connect("bob", token=tokens["bob"])
+        carol = await running.connect("carol", token=tokens["carol"])
+        await bob.initialize()
+        await carol.initialize()
+        mine = await open_session(bob, ONE)
+        hers = await open_session(carol, TWO)
+        await turn(carol, hers, "private words", "c1")
+
+        listed = await turn(bob, mine, "sessions", "b1")
+        assert ONE in listed and TWO not in listed
+        read = await turn(bob, mine, f"read {TWO}", "b2")
+        assert read == f"No session {TWO} on this host."
+        sent = await turn(bob, mine, f"send {TWO}", "b3")
+        assert sent == f"No session {TWO} on this host."
+        state_two = (await carol.request("subscribe", {"channel": hers}))["snapshot"]["state"]
+        assert len(state_two["turns"]) == 1
+        await bob.assert_replay_agrees()
