@@ -266,8 +266,8 @@ class ServerToolHost:
         "session/serverToolsChanged",
         text="The whole set of the host's own tools (list_sessions, read_session, "
         "send_message and the artifact tools), sent when a session's held set is not the "
-        "host's: on creation, and on reopening one an older host kept. A backend without "
-        "Abilities.server_tools gets none, and its sessions advertise none.",
+        "host's: on creation and on reopening (a record does not keep the set). A backend "
+        "without Abilities.server_tools gets none, and its sessions advertise none.",
     )
     def advertise(self, session: LiveSession) -> None:
         """``session/serverToolsChanged`` when the session's set is not the one it should hold."""
