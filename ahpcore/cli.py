@@ -46,6 +46,8 @@ from ahpcore.tokens import MIN_TOKEN_DISTINCT, MIN_TOKEN_LENGTH, StoredToken, To
 from ahpcore.version import __version__
 
 if TYPE_CHECKING:  # the host pulls in the protocol models: seconds, not needed to say --help
+    import ssl
+
     import typer
 
     from ahpcore.host import Host
@@ -465,10 +467,27 @@ def serve(
             "(0 waits as long as it takes).",
         ),
     ] = DEFAULT_STOP_TIMEOUT,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_TLS_CERT",
+            help="Serve wss:// with this PEM certificate (chain); needs --tls-key.",
+            show_default="none: ws://",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="AHP_TLS_KEY",
+            help="The private key of --tls-cert (PEM), readable by its owner only.",
+            show_default="none",
+        ),
+    ] = None,
 ) -> None:
     """Run the host."""
     try:
         _check_serve_usage(host, port, log_level, stdio, socket_path)
+        tls = _tls_context(tls_cert, tls_key, stdio)
         if max_frame_bytes < MIN_FRAME_BYTES:
             raise Fail(
                 f"--max-frame-bytes {max_frame_bytes} is too small (at least {MIN_FRAME_BYTES})"
@@ -527,6 +546,12 @@ def serve(
         origins = [o.strip() for item in allow_origin or () for o in item.split(",") if o.strip()]
         if no_token:
             log.warning("accepting WebSocket clients without a connection token (loopback only)")
+        if tls is None and not stdio and not _is_loopback(host):
+            log.warning(
+                "listening on %s without TLS: connection tokens travel in clear "
+                "(give --tls-cert and --tls-key for wss://, or reach it through an SSH tunnel)",
+                host,
+            )
         the_host = Host(_manager(plugins, no_plugins), settings)
         options = _ServeOptions(
             chosen_token
@@ -540,6 +565,7 @@ def serve(
             state_lock=state_lock,
             log_file=log_file,
             inspector=inspector,
+            tls=tls,
         )
         watch = _StopWatch(the_host, stop_timeout)
         try:
@@ -572,6 +598,28 @@ class _ServeOptions:
     inspector: bool = False
     #: Set once the listeners are bound: then "ahp stopped" ends the run.
     listening: bool = False
+    #: The TCP listener's TLS (``--tls-cert``/``--tls-key``): clients connect over wss://.
+    tls: ssl.SSLContext | None = None
+
+
+def _tls_context(cert: Path | None, key: Path | None, stdio: bool) -> ssl.SSLContext | None:
+    """The server side of wss://, or None; a certificate or key that will not load is said."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise Fail("give both --tls-cert and --tls-key (or AHP_TLS_CERT and AHP_TLS_KEY)")
+    if stdio:
+        raise Fail("--tls-cert serves the TCP port, and --stdio has none")
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        # Never the key's text: only which files failed, and why.
+        raise Fail(f"cannot load --tls-cert {cert} with --tls-key {key} ({_why(exc)})") from None
+    return context
 
 
 def _lock_state_dir(path: Path) -> StateLock | None:
@@ -704,6 +752,7 @@ async def _listen(host: Host, options: _ServeOptions) -> list[Any]:
                     limits=limits,
                     inspector=options.inspector,
                     people=host.identify,
+                    tls=options.tls,
                 )
             )
         except OSError as exc:
@@ -785,6 +834,9 @@ async def _serve_transports(host: Host, options: _ServeOptions, watch: _StopWatc
             url = ws_url(bound[0], bound[1])
             # A name lookup may wait on a resolver: not on the event loop.
             urls = await anyio.to_thread.run_sync(connect_urls, bound[0], bound[1])
+            if options.tls is not None:
+                url = "wss" + url.removeprefix("ws")
+                urls = ["wss" + each.removeprefix("ws") for each in urls]
             anywhere = " (any address of this machine)" if urls[0] != url else ""
             _echo(f"ahp {__version__} listening on {url}{anywhere}")
             if options.socket is not None:
@@ -1125,6 +1177,8 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "--worktrees-root": ("worktrees_root", "path", "AHP_WORKTREES_ROOT"),
     "--otlp-endpoint": ("otlp_endpoint", "str", "AHP_OTLP_ENDPOINT"),
     "--stop-timeout": ("stop_timeout", "float", "AHP_STOP_TIMEOUT"),
+    "--tls-cert": ("tls_cert", "path", "AHP_TLS_CERT"),
+    "--tls-key": ("tls_key", "path", "AHP_TLS_KEY"),
 }
 _BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
 

@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import stat
 import time
 import weakref
@@ -738,8 +739,11 @@ async def start_websocket_server(
     limits: ConnectionLimits | None = None,
     inspector: bool = False,
     people: Callable[[str], Awaitable[str | None]] | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> Server:
     """Listen on TCP; the returned server is closed by the caller.
+
+    ``tls``: serve wss:// with this context (the handshake checks run inside it).
 
     ``allow_origins`` lists the web origins (``https://app.example``, or ``*``)
     admitted besides loopback ones and the host's own; see ``Gate``. ``limits``
@@ -766,6 +770,7 @@ async def start_websocket_server(
         max_size=max_frame_bytes,
         compression="deflate" if compression else None,
         server_header=None,  # the Python and websockets versions are nobody's business
+        ssl=tls,
     )
 
 
