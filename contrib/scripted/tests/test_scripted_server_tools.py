@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -11,6 +12,9 @@ from typing import Any
 import pytest
 
 import ahp_scripted.plugin
+from ahp_scripted import ScriptedBackend
+from ahp_scripted.loader import loads_script
+from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
 from ahpcore.testing import AhpTestClient, running_host
 
@@ -275,3 +279,38 @@ async def test_with_ahp_users_an_agent_reaches_only_its_owners_sessions(
         state_two = (await carol.request("subscribe", {"channel": hers}))["snapshot"]["state"]
         assert len(state_two["turns"]) == 1
         await bob.assert_replay_agrees()
+
+
+class ToollessBackend(ScriptedBackend):
+    """The scripted agent on a backend that says it cannot take the host's tools."""
+
+    abilities = dataclasses.replace(ScriptedBackend.abilities, server_tools=False)
+
+
+class ToollessPlugin:
+    def __init__(self, backend: ScriptedBackend) -> None:
+        self.backend = backend
+
+    @hookimpl
+    def ahp_backends(self, host: Any, register: Any) -> None:
+        register(self.backend)
+
+
+async def test_a_backend_without_the_ability_gets_no_tools_and_its_session_advertises_none(
+    tmp_path: Path,
+) -> None:
+    backend = ToollessBackend(tmp_path / "scripted", loads_script(SCRIPT, format="yaml"))
+    settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
+    async with running_host([("scripted", ToollessPlugin(backend))], settings=settings) as running:
+        client = await running.connect()
+        await client.initialize()
+        chat = await open_session(client, ONE)
+        assert "serverTools" not in await session_state(client, ONE)
+        assert not any(
+            env["action"]["type"] == "session/serverToolsChanged" for env in client.actions_for(ONE)
+        )
+        # The agent was handed none: its call fails, and nothing is recorded.
+        said = await turn(client, chat, "add pr", "t1")
+        assert said == "this host offers no server tools"
+        assert ARTIFACTS not in ((await session_state(client, ONE)).get("_meta") or {})
+        await client.assert_replay_agrees()

@@ -56,3 +56,20 @@ async def test_the_model_sees_the_server_tools_and_an_artifact_it_adds_is_publis
         [entry] = meta["agentHost/sessionArtifacts"]
         assert (entry["type"], entry["link"], entry["isGitHub"]) == ("pullRequest", PR, True)
         await client.assert_replay_agrees()
+        live = (await chat_state(client, chat))["turns"][0]
+    # Rebuilt from the CLI's transcript, the call is the same MCP call, completed.
+    async with claude_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        rebuilt = (await chat_state(client, chat))["turns"][0]
+        calls = [
+            (p["toolCall"]["toolName"], p["toolCall"]["status"])
+            for turn in (live, rebuilt)
+            for p in turn["responseParts"]
+            if p["kind"] == "toolCall"
+        ]
+        assert calls[0] == calls[1] == ("mcp__ahp__add_artifact_or_reference", "completed")
+        # The artifact outlives the restart with the session's record.
+        state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        assert state["_meta"]["agentHost/sessionArtifacts"][0]["link"] == PR
