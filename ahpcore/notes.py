@@ -33,3 +33,15 @@ def note(*names: str, text: str) -> Callable[[F], F]:
         return function
 
     return decorate
+
+
+# -- rows left out on purpose -------------------------------------------------------------
+# Said here, where ``ahp compat`` does not look for senders: a quoted action name
+# anywhere else reads as code that sends it.
+for _canvas_row in ("canvas/stateChanged", "chat/canvasesChanged"):
+    add_note(
+        _canvas_row,
+        "Not sent on purpose: no agent this host runs (Claude Code, ACP agents, pi, the demo) "
+        "draws a canvas; a chat's canvas references would be kept across restarts with its "
+        "changesets.",
+    )
