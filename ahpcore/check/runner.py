@@ -443,7 +443,12 @@ async def agent_offered_check(run: Run) -> str:
             offered = ", ".join(str(a.get("provider")) for a in agents) or "none"
             raise Failed(f"the host offers no agent {run.options.agent!r} (it offers: {offered})")
     else:
-        chosen = [a for a in agents if not a.get("protectedResources")]
+        # An optional sign-in (required: false, such as ahp-users' people) bars nothing.
+        chosen = [
+            a
+            for a in agents
+            if not any(r.get("required", True) for r in a.get("protectedResources") or [])
+        ]
         if not chosen:
             if agents:
                 raise Skipped(

@@ -114,6 +114,11 @@ class Engine:
         #: Whether a root watcher hears of a session (ahp-users hides other people's);
         #: None: every root watcher does.
         self.root_audience: Callable[[Client, str, dict[str, Any]], bool] | None = None
+        #: Protected resources the host answers ``authenticate`` for itself (ahp-users'
+        #: ``ahp://users``): resource -> (its metadata, what a pushed token does).
+        self.host_resources: dict[
+            str, tuple[dict[str, Any], Callable[[Client, str], Awaitable[None]]]
+        ] = {}
         self.add_channel(ROOT_CHANNEL, "root", root_state)
 
     # -- channels ---------------------------------------------------------------

@@ -24,7 +24,7 @@ from ahpcore.lifecycle import SessionCreation
 from ahpcore.markers import hookimpl
 from ahpcore.ports import Person, UsersPort
 from ahpcore.protocol import uris
-from ahpcore.protocol.errors import PERMISSION_DENIED, ProtocolError
+from ahpcore.protocol.errors import AUTH_REQUIRED, PERMISSION_DENIED, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.rpc.peer import Reply
 
@@ -58,6 +58,17 @@ CHANGING = frozenset(
 )
 
 
+#: The protected resource a connection authenticates with to become another person.
+USERS_RESOURCE = "ahp://users"
+USERS_METADATA = {
+    "resource": USERS_RESOURCE,
+    "resource_name": "People of this host (ahp-users)",
+    "required": False,
+}
+#: Where a connection keeps who its handshake made it, for an empty token to go back to.
+HANDSHAKE_KEY = "ahp.users.handshake"
+
+
 def root_identity() -> str:
     return ROOT_PREFIX + socket.gethostname()
 
@@ -72,6 +83,8 @@ class UsersService:
         #: Sessions being disposed -> their owner, for the root/sessionRemoved that follows.
         self._leaving: dict[str, str] = {}
         engine.root_audience = self.hears
+        engine.host_resources[USERS_RESOURCE] = (dict(USERS_METADATA), self.switch)
+        self._offer_with_agents()
 
     # -- who ---------------------------------------------------------------------------
     async def identify(self, token: str) -> str | None:
@@ -146,6 +159,52 @@ class UsersService:
         if client.identity in owners:
             return client.identity
         return owners[0] if owners else None
+
+    # -- authenticate --------------------------------------------------------------------
+    def _offer_with_agents(self) -> None:
+        """Add ``ahp://users`` to agents already published (later ones carry it anyway)."""
+        agents = self.engine.channels[ROOT_CHANNEL].state.get("agents") or []
+        if not any(
+            isinstance(agent, Mapping)
+            and USERS_RESOURCE
+            not in [r.get("resource") for r in agent.get("protectedResources") or []]
+            for agent in agents
+        ):
+            return
+        offered = [
+            {
+                **agent,
+                "protectedResources": [*(agent.get("protectedResources") or []), USERS_METADATA],
+            }
+            if USERS_RESOURCE
+            not in [r.get("resource") for r in agent.get("protectedResources") or []]
+            else agent
+            for agent in agents
+        ]
+        self.engine.apply(ROOT_CHANNEL, {"type": "root/agentsChanged", "agents": offered})
+
+    async def switch(self, client: Client, token: str) -> None:
+        """``authenticate`` with ``ahp://users``: the connection becomes the token's person.
+
+        An empty token goes back to whoever the handshake opened it as. Channels the
+        new person may not see are unsubscribed at once.
+        """
+        handshake = client.data.setdefault(HANDSHAKE_KEY, client.identity)
+        if token == "":
+            identity = handshake
+        else:
+            identity = await self.identify(token)
+            if identity is None:
+                raise ProtocolError(
+                    AUTH_REQUIRED,
+                    f"that token opens no person on this host ({USERS_RESOURCE})",
+                    {"resources": [dict(USERS_METADATA)]},
+                )
+        log.info("client %s is now %s", client.label, identity)
+        client.identity = identity
+        for uri in list(client.subscriptions):
+            if uri != ROOT_CHANNEL and self.refusal(client, "subscribe", {"channel": uri}):
+                self.engine.unsubscribe(client, uri)
 
     # -- what they may do --------------------------------------------------------------
     def refusal(self, client: Client, method: str, params: Any) -> str | None:

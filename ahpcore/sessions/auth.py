@@ -9,7 +9,7 @@ with reason ``expired``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,13 @@ class Authenticator:
         resources: Callable[[], dict[str, dict[str, Any]]],
         spawn: Callable[..., None],
         signed_in: Callable[[str, str], None] = lambda resource, token: None,
+        host_resources: Callable[
+            [], Mapping[str, tuple[Any, Callable[[Client, str], Awaitable[None]]]]
+        ] = dict,
     ) -> None:
+        #: Resources the host answers for itself: a token for one is never held or
+        #: handed to an agent.
+        self._host_resources = host_resources
         #: resource URL -> its ProtectedResourceMetadata, as agents (and blocked
         #: tool calls) ask for it.
         self._resources = resources
@@ -69,6 +75,10 @@ class Authenticator:
 
     async def authenticate(self, client: Client, params: dict[str, Any]) -> dict[str, Any]:
         resource = params["resource"]
+        own = self._host_resources().get(resource)
+        if own is not None:
+            await own[1](client, params["token"])
+            return {}
         known = self._resources()
         if resource not in known:
             offered = ", ".join(sorted(known)) or "none"

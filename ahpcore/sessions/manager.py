@@ -107,7 +107,12 @@ class SessionManager:
         registry.on_saving = lambda session: self._unsettle(session.id)
         #: Set once what an unclean stop left unindexed is indexed (see ``_recovered``).
         self._recovery: anyio.Event | None = None
-        self.auth = Authenticator(self._protected_resources, tasks.spawn, self._signed_in)
+        self.auth = Authenticator(
+            self._protected_resources,
+            tasks.spawn,
+            self._signed_in,
+            host_resources=lambda: self.engine.host_resources,
+        )
         self.engine.on_disconnect(self.auth.disconnected)
         self._install()
         for backend in self.backends.values():
@@ -178,6 +183,10 @@ class SessionManager:
                 info = dict(agent)
                 if hasattr(backend, "abilities"):  # one that declares none claims none
                     info.setdefault("capabilities", capabilities(backend))
+                # The host's own resources (ahp-users' people) are offered with every agent.
+                own = [meta for meta, _ in self.engine.host_resources.values()]
+                if own:
+                    info["protectedResources"] = [*(info.get("protectedResources") or []), *own]
                 agents.append(info)
         self.engine.apply(uris.ROOT_CHANNEL, {"type": "root/agentsChanged", "agents": agents})
 

@@ -385,3 +385,45 @@ async def test_a_members_terminals_changesets_and_files_are_theirs(tmp_path, mon
         )
         assert frame["error"]["code"] == -32009
         await running.aclose(check=False)
+
+
+async def test_authenticate_switches_an_open_connection_to_another_person(tmp_path):
+    state = tmp_path / "state"
+    bob, carol = add(state, "bob", "member"), add(state, "carol", "member")
+    async with host_with_people(tmp_path) as running:
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        bobs, _ = await open_session(b, 1)
+        root = await running.connect("root")
+        init = await root.initialize()
+        agents = next(
+            s["state"]["agents"] for s in init["snapshots"] if s["resource"] == "ahp-root://"
+        )
+        offered = [r for a in agents for r in a.get("protectedResources") or []]
+        assert offered and all(
+            r == {**r, "resource": "ahp://users", "required": False} for r in offered
+        )
+        assert (await root.request("subscribe", {"channel": bobs}))["snapshot"]
+
+        # the host's own connection becomes carol: bob's session leaves its reach
+        await root.request("authenticate", {"resource": "ahp://users", "token": carol})
+        rows = (await root.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert bobs not in [row["resource"] for row in rows]
+        frame = await root.request_frame("subscribe", {"channel": bobs})
+        assert frame["error"]["code"] == -32009
+        carols, _ = await open_session(root, 2)
+        meta = (await root.request("subscribe", {"channel": carols}))["snapshot"]["state"]
+        assert meta["_meta"]["ahp.owner"] == "user:carol"
+
+        # an unknown token is -32007 naming the resource, and changes nobody
+        frame = await root.request_frame(
+            "authenticate", {"resource": "ahp://users", "token": "ahpu-00000000.wrong"}
+        )
+        assert frame["error"]["code"] == -32007
+        assert frame["error"]["data"]["resources"][0]["resource"] == "ahp://users"
+        assert "error" in await root.request_frame("subscribe", {"channel": bobs})
+
+        # an empty token goes back to the handshake's identity
+        await root.request("authenticate", {"resource": "ahp://users", "token": ""})
+        assert "result" in await root.request_frame("subscribe", {"channel": bobs})
+        await running.aclose(check=False)
