@@ -100,6 +100,9 @@ async def _to_new_session(manager: SessionRegistry, chat: LiveChat) -> dict[str,
     )
     # A new session: its annotations are its own, and none yet.
     session_state["annotations"] = states.annotations_summary(uri, ())
+    # Whose it is (ahp-users) goes with the chat, before anyone hears of the session.
+    if kept := states.kept_meta(source.state):
+        session_state["_meta"] = kept
     session = LiveSession(
         id=chat.backend_id,
         uri=uri,

@@ -427,3 +427,25 @@ async def test_authenticate_switches_an_open_connection_to_another_person(tmp_pa
         await root.request("authenticate", {"resource": "ahp://users", "token": ""})
         assert "result" in await root.request_frame("subscribe", {"channel": bobs})
         await running.aclose(check=False)
+
+
+async def test_a_chat_moved_to_a_new_session_stays_its_owners(tmp_path):
+    state = tmp_path / "state"
+    bob, carol = add(state, "bob", "member"), add(state, "carol", "member")
+    async with host_with_people(tmp_path) as running:
+        b = await running.connect("bob", token=bob)
+        c = await running.connect("carol", token=carol)
+        for client in (b, c):
+            await client.initialize()
+        session, _ = await open_session(b, 1)
+        await b.request("createChat", {"channel": session, "chat": "ahp-chat:/side"})
+        moved = await b.request(
+            "moveChat", {"channel": "ahp-chat:/side", "destination": {"kind": "newSession"}}
+        )
+        await c.sync()
+        await b.sync()
+        assert moved["session"] in heard(b, "root/sessionAdded")
+        assert moved["session"] not in heard(c, "root/sessionAdded")
+        rows = (await b.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert owners(rows)[moved["session"]] == "user:bob"
+        await running.aclose(check=False)
