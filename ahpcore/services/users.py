@@ -287,6 +287,25 @@ class UsersService:
             if isinstance(channel, str) and reason is not None:
                 self.engine.unsubscribe(client, channel)
                 raise ProtocolError(PERMISSION_DENIED, reason)
+        if method in ("initialize", "reconnect") and isinstance(answer, dict):
+            # initialSubscriptions and a reconnect's channels pass the same test as subscribe:
+            # what the person may not see is left out, as a channel that cannot be snapshotted is.
+            for key in ("snapshots", "actions"):
+                held = answer.get(key)
+                if not isinstance(held, list):
+                    continue
+                kept = []
+                for item in held:
+                    channel = item.get("resource") or item.get("channel")
+                    if (
+                        isinstance(channel, str)
+                        and channel != ROOT_CHANNEL
+                        and self.refusal(client, "subscribe", {"channel": channel})
+                    ):
+                        self.engine.unsubscribe(client, channel)
+                        continue
+                    kept.append(item)
+                answer[key] = kept
         if method != "listSessions" or self._role(client) != "member":
             return result
         if not isinstance(result, dict) or not isinstance(result.get("items"), list):

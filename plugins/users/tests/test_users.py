@@ -449,3 +449,24 @@ async def test_a_chat_moved_to_a_new_session_stays_its_owners(tmp_path):
         rows = (await b.request("listSessions", {"channel": "ahp-root://"}))["items"]
         assert owners(rows)[moved["session"]] == "user:bob"
         await running.aclose(check=False)
+
+
+async def test_initial_subscriptions_leave_out_other_peoples_sessions(tmp_path):
+    state = tmp_path / "state"
+    bob, carol = add(state, "bob", "member"), add(state, "carol", "member")
+    async with host_with_people(tmp_path) as running:
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        session, chat = await open_session(b, 1)
+        c = await running.connect("carol", token=carol)
+        init = await c.initialize(subscriptions=("ahp-root://", session, chat))
+        assert [s["resource"] for s in init["snapshots"]] == ["ahp-root://"]
+        # nothing of bob's session reaches carol afterwards either
+        seq = await b.dispatch(session, {"type": "session/titleChanged", "title": "still bob's"})
+        await b.answer_to(seq)
+        await c.sync()
+        assert not any(
+            f.get("method") == "action" and f["params"]["channel"] in (session, chat)
+            for f in c.frames
+        )
+        await running.aclose(check=False)
