@@ -31,6 +31,7 @@ from urllib.parse import quote
 import anyio
 
 from ahp_claude.names import Spawn
+from ahp_claude.tools import CLIENT_SERVER
 from ahpcore.ports.backend import AgentRefused, SessionReporter
 
 if TYPE_CHECKING:
@@ -276,8 +277,12 @@ def mcp_server(status: Mapping[str, Any], directory: Path, home: Path) -> dict[s
 
 
 def _shown(status: Mapping[str, Any]) -> bool:
-    # The in-process server client tools ride on is this host's plumbing, not the user's.
-    return bool(status.get("name")) and (status.get("config") or {}).get("type") != "sdk"
+    # The in-process server client and server tools ride on is this host's plumbing, not
+    # the user's: the CLI does not always say it is an sdk server, so its name counts too.
+    name = status.get("name")
+    if not name or name == CLIENT_SERVER:
+        return False
+    return (status.get("config") or {}).get("type") != "sdk"
 
 
 class Customizations:
