@@ -134,6 +134,9 @@ def summary_of(
     if directories:
         summary["workingDirectories"] = list(directories)
     summary["annotations"] = annotations_of(uri, host)
+    if isinstance(host.get("origin"), Mapping):
+        # An automation's run made it: the list says so, open or not.
+        summary["origin"] = dict(host["origin"])
     if kept := states.kept_meta(host):
         summary["_meta"] = kept
     return summary
@@ -240,6 +243,8 @@ class CatalogueIndex:
             if record.get(key) is not None
         }
         host["workingDirectories"] = list(record.get("workingDirectories") or [])
+        if isinstance(record.get("origin"), Mapping):
+            host["origin"] = dict(record["origin"])
         if kept := states.kept_meta(record):
             host["_meta"] = kept
         if record.get("annotations"):
