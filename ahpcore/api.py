@@ -33,6 +33,7 @@ from ahpcore.ports import SessionStore
 from ahpcore.protocol.errors import PERMISSION_DENIED, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL, file_uri, first_local_path, path_of_file_uri
 from ahpcore.rpc.framing import dumps_weighed
+from ahpcore.rpc.peer import PeerClosed
 from ahpcore.services.terminals.commands import plain_text
 from ahpcore.services.terminals.output import (
     DEFAULT_SCROLLBACK_BYTES,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from ahpcore.services.resources import ResourceService
     from ahpcore.services.terminals.output import LiveTerminal
     from ahpcore.services.terminals.service import TerminalService
+    from ahpcore.services.users import UsersService
     from ahpcore.sessions.manager import SessionManager
 
 log = logging.getLogger(__name__)
@@ -261,8 +263,10 @@ class PluginHost:
         terminals: Callable[[], TerminalService | None] = lambda: None,
         sessions: Callable[[], SessionManager | None] = lambda: None,
         resources: Callable[[], ResourceService | None] = lambda: None,
+        users: Callable[[], UsersService | None] = lambda: None,
     ) -> None:
         self._sessions = sessions
+        self._users = users
         self._resources = resources
         # Asked when a plugin opens a terminal: the service is built after the plugins.
         self._terminals = terminals
@@ -534,6 +538,34 @@ class PluginHost:
 
         return path if await anyio.to_thread.run_sync(regular) else None
 
+    async def remove_session_artifact(
+        self, session: str, artifact_id: str, *, connection: Any = None
+    ) -> Mapping[str, Any] | None:
+        """Take the artifact or reference ``artifact_id`` out of a session's
+        ``_meta["agentHost/sessionArtifacts"]``, as the agent's own tool does: the
+        session and its row are told (``session/metaChanged``) and its record keeps
+        the change. A past session is opened again first.
+
+        With ``connection`` (as a method handler receives it), the person on it must
+        be allowed to change the session (``refusal``), checked once it is open, when
+        its owner is known: ``PermissionError`` says why not. Returns the entry taken
+        out, or None when the session holds no entry of that id; raises
+        ``LookupError`` naming a session this host does not have."""
+        manager = self._sessions()
+        if manager is None:
+            raise LookupError(f"no session {session} on this host: it runs no agents")
+        live = manager.session_by_uri(session)
+        if live is None:
+            try:
+                live = await manager.reopen_for(session)
+            except ProtocolError as error:
+                raise LookupError(error.message) from None
+        if connection is not None:
+            reason = self.refusal(connection, "dispatchAction", {"channel": live.uri})
+            if reason is not None:
+                raise PermissionError(reason)
+        return await manager.server_tools.remove(live, artifact_id)
+
     def add_resource_reader(self, reader: ResourceReader) -> None:
         """Ask ``reader`` about every ``resourceRead`` (its params) before the files port:
         it answers the protocol's result, None to pass, or raises ``ProtocolError``. For
@@ -564,6 +596,36 @@ class PluginHost:
         self._engine.notify_root(
             "root/sessionSummaryChanged", {"session": session, "changes": {"_meta": meta}}
         )
+
+    # -- connections -------------------------------------------------------------------
+    def refusal(self, connection: Any, method: str, params: Any) -> str | None:
+        """Why the person on ``connection`` (as a method handler receives it) may not
+        send ``method`` with ``params`` now, or None: ahp-users' roles, the same test
+        the protocol's own requests meet (``dispatchAction`` on a session's URI asks
+        whether they may change it). Always None on a host without people."""
+        users = self._users()
+        return users.refusal(connection, method, params) if users is not None else None
+
+    async def ask_connection(
+        self, connection: Any, method: str, params: Any, *, timeout: float
+    ) -> Any:
+        """Send a request to the client on ``connection`` and wait for its answer.
+
+        Raises ``ProtocolError`` with the client's error, ``ConnectionError`` when the
+        connection ends first, and ``TimeoutError`` after ``timeout`` seconds."""
+        try:
+            return await connection.peer.request(method, params, timeout=timeout)
+        except PeerClosed as closed:
+            raise ConnectionError(str(closed)) from None
+
+    def tell_connection(self, connection: Any, method: str, params: Any) -> bool:
+        """Send a notification to the client on ``connection``; False when it is gone."""
+        return bool(connection.peer.notify(method, params))
+
+    def on_disconnect(self, watcher: Callable[[Any], None]) -> None:
+        """Be told of every connection that ends: ``watcher(connection)``, on the event
+        loop, with the object method handlers were handed for it."""
+        self._engine.on_disconnect(watcher)
 
     # -- terminals ---------------------------------------------------------------------
     def terminals_unavailable(self) -> str | None:

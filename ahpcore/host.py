@@ -132,6 +132,7 @@ class Host:
             terminals=lambda: self.terminals,
             sessions=lambda: self.sessions,
             resources=lambda: self.resources,
+            users=lambda: self.users,
         )
         config_schema = await self._collect_root_config(view)
         engine = self.engine = Engine(

@@ -456,15 +456,22 @@ class ServerToolHost:
                 await self._keep(session, entries)
         return ToolAnswer("\n".join(lines))
 
+    async def remove(self, session: LiveSession, ident: str) -> dict[str, Any] | None:
+        """Take the entry ``ident`` out of the session's artifacts; the entry, or None
+        when the session holds none of that id. Kept in the record before it returns."""
+        async with self._lock(session):
+            entries = self._entries(session)
+            gone = next((e for e in entries if e.get("id") == ident), None)
+            if gone is not None:
+                await self._keep(session, [e for e in entries if e is not gone])
+        return gone
+
     async def _remove(self, session: LiveSession, arguments: Mapping[str, Any]) -> ToolAnswer:
         ident = arguments.get("id")
         if not isinstance(ident, str) or not ident.strip():
             raise ValueError("id must be a non-empty string")
-        async with self._lock(session):
-            entries = self._entries(session)
-            gone = next((e for e in entries if e.get("id") == ident.strip()), None)
-            if gone is None:
-                return ToolAnswer(f"No artifact or reference with id {ident}.")
-            await self._keep(session, [e for e in entries if e is not gone])
+        gone = await self.remove(session, ident.strip())
+        if gone is None:
+            return ToolAnswer(f"No artifact or reference with id {ident}.")
         kind = "artifact" if gone.get("isArtifact", True) else "reference"
         return ToolAnswer(f"Removed {kind}: {_line(gone)}")

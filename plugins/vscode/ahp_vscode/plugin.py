@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from ahp_vscode import debuglogs, diagnostics, worktrees
+from ahp_vscode import artifacts, debuglogs, diagnostics, worktrees
 from ahp_vscode.config import ROOT_CONFIG
 from ahpcore.api import PluginHost, file_uri, path_of_file_uri, private_folder
 from ahpcore.hookspecs import hookimpl
@@ -94,6 +94,8 @@ class VSCodePlugin:
         register(STATE_FILE, self.state_file)
         # Any chat may be named, not only the default one.
         host.advertise_meta(STATE_FILE_CHAT_FLAG, True)
+        register(artifacts.REMOVE, artifacts.Artifacts(host).remove)
+        host.advertise_meta(artifacts.FLAG, True)
         port = host.ports.get("worktrees")
         if port is not None:
             folder = private_folder(host.settings.state_dir / "vscode")
