@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ahp_automations.cron import Schedule
+from ahp_automations.cron import Schedule, shortest_gap
 from ahpcore.ports import AutomationContext
 
 
@@ -55,7 +55,7 @@ def _session(template: Any, field: str, context: AutomationContext) -> dict[str,
     return template
 
 
-def _schedule_trigger(trigger: dict[str, Any], field: str) -> dict[str, Any]:
+def _schedule_trigger(trigger: dict[str, Any], field: str, min_interval: int) -> dict[str, Any]:
     schedule = trigger.get("schedule")
     if not isinstance(schedule, Mapping):
         raise refuse(f"{field}.schedule", "must be an object")
@@ -69,6 +69,13 @@ def _schedule_trigger(trigger: dict[str, Any], field: str) -> dict[str, Any]:
         Schedule(expression, zone)
     except ValueError as exc:
         raise refuse(f"{field}.schedule.timeZone", str(exc)) from None
+    gap = shortest_gap(expression, min_interval) if min_interval > 1 else None
+    if gap is not None:
+        raise refuse(
+            f"{field}.schedule.expression",
+            f"runs {gap} minute(s) after a run at its closest; this host runs a schedule "
+            f"at most every {min_interval} minutes (minIntervalMinutes)",
+        )
     policy = trigger.get("misfirePolicy")
     if policy is not None and policy not in ("skip", "runOnce"):
         raise refuse(f"{field}.misfirePolicy", "must be skip or runOnce")
@@ -109,7 +116,9 @@ def _event_trigger(
     return trigger
 
 
-def _triggers(triggers: Any, field: str, context: AutomationContext) -> list[dict[str, Any]]:
+def _triggers(
+    triggers: Any, field: str, context: AutomationContext, min_interval: int
+) -> list[dict[str, Any]]:
     if not isinstance(triggers, list):
         raise refuse(field, "must be a list")
     seen: set[str] = set()
@@ -127,7 +136,7 @@ def _triggers(triggers: Any, field: str, context: AutomationContext) -> list[dic
         seen.add(ident)
         kind = trigger.get("kind")
         if kind == "schedule":
-            normal.append(_schedule_trigger(trigger, here))
+            normal.append(_schedule_trigger(trigger, here, min_interval))
         elif kind == "event":
             normal.append(_event_trigger(trigger, here, context))
         else:
@@ -175,9 +184,14 @@ def _message(message: Any, field: str) -> dict[str, Any]:
 
 
 def check_definition(
-    definition: Mapping[str, Any], field: str, context: AutomationContext
+    definition: Mapping[str, Any],
+    field: str,
+    context: AutomationContext,
+    *,
+    min_interval: int = 1,
 ) -> dict[str, Any]:
-    """A whole ``AutomationDefinition`` as this host keeps it."""
+    """A whole ``AutomationDefinition`` as this host keeps it; ``min_interval`` is the
+    closest two runs of one schedule may come, in minutes."""
     if not isinstance(definition, Mapping):
         raise refuse(field, "must be an object")
     normal = copy.deepcopy(dict(definition))
@@ -187,7 +201,9 @@ def check_definition(
         raise refuse(f"{field}.enabled", "must be true or false")
     normal["message"] = _message(normal.get("message"), f"{field}.message")
     normal["session"] = _session(normal.get("session"), f"{field}.session", context)
-    normal["triggers"] = _triggers(normal.get("triggers"), f"{field}.triggers", context)
+    normal["triggers"] = _triggers(
+        normal.get("triggers"), f"{field}.triggers", context, min_interval
+    )
     if "disableConditions" in normal:
         normal["disableConditions"] = _conditions(
             normal["disableConditions"], f"{field}.disableConditions"
@@ -196,7 +212,11 @@ def check_definition(
 
 
 def patched(
-    current: Mapping[str, Any], changes: Mapping[str, Any], context: AutomationContext
+    current: Mapping[str, Any],
+    changes: Mapping[str, Any],
+    context: AutomationContext,
+    *,
+    min_interval: int = 1,
 ) -> dict[str, Any]:
     """``current`` with an ``AutomationDefinitionPatch`` applied.
 
@@ -218,7 +238,9 @@ def patched(
     if "session" in changes:
         merged["session"] = _session(changes["session"], "changes.session", context)
     if "triggers" in changes:
-        merged["triggers"] = _triggers(changes["triggers"], "changes.triggers", context)
+        merged["triggers"] = _triggers(
+            changes["triggers"], "changes.triggers", context, min_interval
+        )
     if "disableConditions" in changes:
         merged["disableConditions"] = _conditions(
             changes["disableConditions"], "changes.disableConditions"

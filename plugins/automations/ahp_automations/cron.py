@@ -13,9 +13,10 @@ whose hour field is ``*`` or a step runs in both.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter  # type: ignore[import-untyped]
@@ -95,6 +96,56 @@ def check_expression(expression: str) -> None:
             if not part:
                 raise ValueError(f"{field.name} has an empty list item")
             _part(field, part)
+
+
+#: Days enough for every pairing of a month day with a weekday, leap days included.
+_CALENDAR_DAYS = 28 * 366
+
+
+def _expanded(values: list[int | str], everything: range) -> list[int]:
+    return list(everything) if values and values[0] == "*" else [int(v) for v in values]
+
+
+def shortest_gap(expression: str, at_least: int) -> int | None:
+    """The shortest time in minutes between two occurrences of ``expression`` when it
+    is under ``at_least``; None when no two occurrences come closer than that.
+
+    Counted on the wall clock the fields describe: the hour a daylight saving change
+    takes away or repeats is not counted (once a year, it may bring two runs closer).
+    """
+    check_expression(expression)
+    fields, _ = croniter.expand(expression)
+    minutes = _expanded(fields[0], range(60))
+    hours = _expanded(fields[1], range(24))
+    daily = sorted({hour * 60 + minute for hour in hours for minute in minutes})
+    within = min((b - a for a, b in itertools.pairwise(daily)), default=None)
+    if within is not None and within < at_least:
+        return within
+    # The last run of one day and the first of the next, if two days in a row both run.
+    overnight = 24 * 60 - daily[-1] + daily[0]
+    if overnight >= at_least:
+        return None
+    days = set(_expanded(fields[2], range(1, 32)))
+    months = set(_expanded(fields[3], range(1, 13)))
+    weekdays = {v % 7 for v in _expanded(fields[4], range(7))}
+    # croniter's rule, as ISC cron's: both day fields restricted means either may match.
+    either = fields[2][0] != "*" and fields[4][0] != "*"
+
+    def runs_on(day: date) -> bool:
+        if day.month not in months:
+            return False
+        by_date, by_weekday = day.day in days, (day.weekday() + 1) % 7 in weekdays
+        return by_date or by_weekday if either else by_date and by_weekday
+
+    day = date(2024, 1, 1)
+    before = runs_on(day)
+    for _ in range(_CALENDAR_DAYS):
+        day += timedelta(days=1)
+        now = runs_on(day)
+        if now and before:
+            return overnight
+        before = now
+    return None
 
 
 def time_zone(name: str) -> ZoneInfo:

@@ -84,8 +84,11 @@ class SqliteAutomations:
         *,
         clock: Clock | None = None,
         run_history_limit: int = RUN_HISTORY_LIMIT,
+        min_interval: int = 1,
     ) -> None:
+        """``min_interval``: the closest two runs of one schedule may come, in minutes."""
         self.db = Database(folder / "automations.db")
+        self.min_interval = max(1, min_interval)
         self.clock: Clock = clock or SystemClock()
         self.run_history_limit = run_history_limit
         self._held: dict[str, _Held] = {}
@@ -95,7 +98,10 @@ class SqliteAutomations:
         self._wake = anyio.Event()
 
     def capabilities(self) -> Mapping[str, Any]:
-        return {"schedules": {}, "runHistoryLimit": self.run_history_limit}
+        return {
+            "schedules": {"minIntervalMinutes": self.min_interval},
+            "runHistoryLimit": self.run_history_limit,
+        }
 
     # -- opening -----------------------------------------------------------------------
     async def start(self, events: AutomationEvents) -> Sequence[Mapping[str, Any]]:
@@ -145,7 +151,9 @@ class SqliteAutomations:
             raise ValueError("resource: an automation's URI starts with ahp-automation:")
         if resource in self._held:
             raise ValueError(f"resource: {resource} is already an automation")
-        normal = checks.check_definition(definition, "definition", context)
+        normal = checks.check_definition(
+            definition, "definition", context, min_interval=self.min_interval
+        )
         now = self.clock.now()
         held = _Held(
             normal,
@@ -166,7 +174,9 @@ class SqliteAutomations:
         current = self._held.get(resource)
         if current is None:
             raise KeyError(resource)
-        normal = checks.patched(current.definition, changes, context)
+        normal = checks.patched(
+            current.definition, changes, context, min_interval=self.min_interval
+        )
         now = self.clock.now()
         was_on, is_on = bool(current.definition.get("enabled")), bool(normal.get("enabled"))
         cap_before = checks.after_runs(current.definition)

@@ -33,7 +33,7 @@ async def test_a_schedule_fires_with_nobody_connected(tmp_path: Path) -> None:
         assert result["automations"] == {
             "create": {},
             "runCancellation": {},
-            "schedules": {},
+            "schedules": {"minIntervalMinutes": 1},
             "runHistoryLimit": 20,
         }
         answer = await create(
