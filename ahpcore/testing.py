@@ -18,7 +18,7 @@ import copy
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -306,6 +306,31 @@ async def running_host(
         yield running
 
 
+#: ``host(state_dir)``: a started host keeping its state in ``state_dir``.
+HostFactory = Callable[[Path], AbstractAsyncContextManager[RunningHost]]
+
+
+def host_factory(
+    plugins: Iterable[object | tuple[str, object]]
+    | Callable[[], Iterable[object | tuple[str, object]]],
+    **settings: Any,
+) -> HostFactory:
+    """``host(state_dir)`` starting a host with exactly ``plugins``, what a backend's tests
+    and ``BackendUnderTest.host`` need.
+
+    Its sessions are kept in a file under ``state_dir``, so a second host on the same
+    folder is a restart. ``plugins`` may be a function called at each start, for plugins
+    that hold on to what one host gave them. ``settings`` are further ``HostSettings``.
+    """
+
+    def host(state_dir: Path) -> AbstractAsyncContextManager[RunningHost]:
+        chosen = plugins() if callable(plugins) else plugins
+        fields = {"sessions": "file", "port": 0, **settings, "state_dir": state_dir}
+        return running_host(list(chosen), settings=HostSettings(**fields))
+
+    return host
+
+
 @asynccontextmanager
 async def _served(
     host: Host, settings: HostSettings, token: str | None, limits: ConnectionLimits | None
@@ -372,7 +397,9 @@ __all__ = [
     "SUPPORTED_VERSIONS",
     "AhpTestClient",
     "BackendUnderTest",
+    "HostFactory",
     "RunningHost",
     "backend_checks",
+    "host_factory",
     "running_host",
 ]

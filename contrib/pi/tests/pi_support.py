@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import ahp_pi.plugin
 from ahp_pi.backend import PiBackend
 from ahp_pi.command import pi_command
-from ahpcore.api import HostSettings
-from ahpcore.testing import AhpTestClient, RunningHost, running_host
+from ahpcore.testing import AhpTestClient, RunningHost, host_factory
 
 ROOT = Path(__file__).resolve().parents[3]
 CLAUDE_TESTS = ROOT / "plugins" / "claude" / "tests"
@@ -59,11 +56,7 @@ def write_models(agent_dir: Path, url: str) -> None:
     )
 
 
-@asynccontextmanager
-async def pi_host(state_dir: Path) -> AsyncIterator[RunningHost]:
-    settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
-    async with running_host([("pi", ahp_pi.plugin)], settings=settings) as running:
-        yield running
+pi_host = host_factory([("pi", ahp_pi.plugin)])
 
 
 def backend_of(running: RunningHost) -> PiBackend:

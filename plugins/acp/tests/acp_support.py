@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import ahp_acp.plugin
 from ahp_acp.agent import AcpChat
 from ahp_acp.backend import AcpBackend
-from ahpcore.host import HostSettings
-from ahpcore.testing import AhpTestClient, RunningHost, running_host
+from ahpcore.testing import AhpTestClient, RunningHost, host_factory
 
 FAKE = Path(__file__).with_name("acp_fake_agent.py")
 PROVIDER = "fake"
@@ -35,14 +34,11 @@ def agents_env(state: Path, **env: str) -> str:
     )
 
 
-@asynccontextmanager
-async def acp_host(
+def acp_host(
     state_dir: Path, *, also: Sequence[tuple[str, object]] = ()
-) -> AsyncIterator[RunningHost]:
+) -> AbstractAsyncContextManager[RunningHost]:
     """The acp plugin, and ``also`` (such as the terminals plugin)."""
-    settings = HostSettings(sessions="file", port=0, state_dir=state_dir)
-    async with running_host([("acp", ahp_acp.plugin), *also], settings=settings) as running:
-        yield running
+    return host_factory([("acp", ahp_acp.plugin), *also])(state_dir)
 
 
 def backend_of(running: RunningHost) -> AcpBackend:

@@ -15,8 +15,7 @@ from ahp_claude import ClaudeAgent
 from ahp_claude.backend import ClaudeBackend
 from ahp_claude.plugin import backend_for
 from ahpcore.hookspecs import hookimpl
-from ahpcore.host import HostSettings
-from ahpcore.testing import AhpTestClient, RunningHost, running_host
+from ahpcore.testing import AhpTestClient, HostFactory, RunningHost, host_factory
 
 
 @pytest.fixture
@@ -52,6 +51,13 @@ class ClaudePlugin:
 
 
 @pytest.fixture
+def claude_hosts(claude_env: dict[str, str]) -> HostFactory:
+    """``host(state_dir)``: a host whose Claude backend runs the CLI on the scripted API,
+    a plugin of its own at each start (``BackendUnderTest.host``)."""
+    return host_factory(lambda: [("claude", ClaudePlugin(claude_env))])
+
+
+@pytest.fixture
 def claude_host(tmp_path: Path, claude_env: dict[str, str]) -> Callable[..., Any]:
     """``async with claude_host() as (running, backend)``; state and transcripts survive reuse."""
 
@@ -60,8 +66,7 @@ def claude_host(tmp_path: Path, claude_env: dict[str, str]) -> Callable[..., Any
         env: dict[str, str] | None = None, state: str = "state"
     ) -> AsyncIterator[tuple[RunningHost, ClaudeBackend]]:
         plugin = ClaudePlugin({**claude_env, **(env or {})})
-        settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / state)
-        async with running_host([("claude", plugin)], settings=settings) as running:
+        async with host_factory([("claude", plugin)])(tmp_path / state) as running:
             assert plugin.backend is not None
             yield running, plugin.backend
 
