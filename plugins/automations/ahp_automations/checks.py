@@ -49,8 +49,14 @@ def _session(template: Any, field: str, context: AutomationContext) -> dict[str,
             f"{field}.provider", f"no provider {provider!r} on this host (it serves: {served})"
         )
     if template.get("customizations"):
+        # Capturing means reading each plugin from the client now and loading the copy
+        # into every run's session later; this host's sessions load no client plugins at
+        # all (createSession only records a client's), so nothing could carry them.
         raise refuse(
-            f"{field}.customizations", "this host does not capture client plugins for automations"
+            f"{field}.customizations",
+            "this host does not advertise automations.customizations: it captures no "
+            "client plugins and its sessions load none, so a run could not use them; "
+            "leave customizations out",
         )
     return template
 
