@@ -1,0 +1,354 @@
+"""A remote host's provider as a provider of this host, and the machine's own placeholder.
+
+``RemoteBackend`` stands for one provider ``P`` of the machine ``M``: this host
+lists it as ``remote-M-P`` ("<P's name> on <M>"), and a session of it is the
+session ``P:/<same id>`` on M's host. The remote keeps the conversation; this
+host keeps what it keeps of any session (its record, title, owner), asks the
+remote for the turns when it reopens one, and lists the remote's sessions of
+``P`` as its own.
+
+``MachineBackend`` stands for a machine whose providers are not known yet
+(never reached, none configured): listed so a person sees the machine and why
+it cannot be used, it runs no session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ahp_remote.chat import RemoteChat, plain, tool_content
+from ahp_remote.config import machine_provider, provider_name
+from ahp_remote.link import LinkClosed, RemoteError
+from ahp_remote.machine import Machine
+from ahpcore.api import escape
+from ahpcore.ports.backend import (
+    Abilities,
+    Approval,
+    BackendNotifier,
+    CatalogueRow,
+    ChatStart,
+    InputAnswer,
+    TranscriptReader,
+    TurnReporter,
+)
+from ahpcore.protocol import default_chat_uri, session_id_of
+
+log = logging.getLogger(__name__)
+
+#: How long starting a session waits for a machine that is not linked right now.
+START_WAIT = 15.0
+#: How long reopening a past session waits for its machine before showing no turns.
+REOPEN_WAIT = 5.0
+
+
+class _Watching:
+    """A watcher for a channel read once (a past chat's turns), which takes nothing."""
+
+    def take(self, action: dict[str, Any], origin: Mapping[str, Any] | None) -> None:
+        pass
+
+    def reset(self, state: dict[str, Any] | None) -> None:
+        pass
+
+    def lost(self, why: str) -> None:
+        pass
+
+    def relinked(self) -> None:
+        pass
+
+
+class RemoteBackend:
+    """The provider ``remote-<machine>-<provider>``: sessions of one remote provider."""
+
+    abilities = Abilities(
+        resume=True, list_sessions=True, delete=True, rename=True, multiple_chats=False
+    )
+
+    def __init__(self, machine: Machine, remote_provider: str) -> None:
+        self.machine = machine
+        self.remote_provider = remote_provider
+        self.provider = provider_name(machine.spec.name, remote_provider)
+        self.live: dict[str, RemoteChat] = {}
+
+    def attach(self, notifier: BackendNotifier) -> None:
+        self.machine.on_change(notifier.agents_changed)
+
+    async def stop(self) -> None:
+        for chat in list(self.live.values()):
+            try:
+                await chat.close()
+            except Exception:
+                log.debug("closing a chat of %s failed", self.provider, exc_info=True)
+        await self.machine.stop()
+
+    # -- the root's view ------------------------------------------------------------------------
+    def agents(self) -> Sequence[Mapping[str, Any]]:
+        machine = self.machine
+        found = machine.remote_agent(self.remote_provider)
+        name = str(found.get("displayName") or self.remote_provider) if found else None
+        title = f"{name or self.remote_provider} on {machine.title}"
+        models = [
+            {**model, "provider": self.provider}
+            for model in (found or {}).get("models") or ()
+            if isinstance(model, Mapping) and model.get("id")
+        ] or [{"id": "default", "provider": self.provider, "name": "the remote's default"}]
+        description = str((found or {}).get("description") or "")
+        where = f"runs on {machine.title} ({machine.spec.reach})"
+        description = f"{description} ({where})" if description else where.capitalize()
+        down = machine.state_line()
+        if down:
+            description = f"{description}. Not available: {down}"
+        elif found is None:
+            description = f"{description}. Not available: {machine.title} no longer offers {self.remote_provider}"
+        return [
+            {
+                "provider": self.provider,
+                "displayName": title,
+                "description": description,
+                "models": models,
+            }
+        ]
+
+    # -- chats ---------------------------------------------------------------------------------
+    async def start(self, start: ChatStart) -> RemoteChat:
+        machine = self.machine
+        try:
+            await machine.ready(START_WAIT)
+        except LinkClosed as exc:
+            raise RuntimeError(str(exc)) from None
+        if machine.remote_agent(self.remote_provider) is None:
+            raise RuntimeError(f"{machine.title} does not offer {self.remote_provider} now")
+        chat = RemoteChat(machine, self.remote_provider, start)
+        try:
+            await chat.open(create=not start.resume)
+        except RemoteError as exc:
+            raise RuntimeError(f"{machine.title} refused: {exc.message}") from None
+        except LinkClosed as exc:
+            raise RuntimeError(str(exc)) from None
+        self.live[start.backend_id] = chat
+        chat.forget = lambda: self.live.pop(start.backend_id, None)
+        return chat
+
+    # -- past sessions -------------------------------------------------------------------------
+    def _row(self, summary: Mapping[str, Any]) -> CatalogueRow | None:
+        if summary.get("provider") != self.remote_provider:
+            return None
+        try:
+            session_id = session_id_of(str(summary.get("resource")))
+        except ValueError:
+            return None
+        return CatalogueRow(
+            session_id=session_id,
+            title=str(summary.get("title") or ""),
+            created_at=str(summary.get("createdAt") or ""),
+            modified_at=str(summary.get("modifiedAt") or ""),
+            working_directories=tuple(summary.get("workingDirectories") or ()),
+        )
+
+    async def catalogue(
+        self, *, limit: int | None = None, cursor: str | None = None, directory: str | None = None
+    ) -> Sequence[CatalogueRow]:
+        rows = [r for s in await self.machine.sessions() if (r := self._row(s)) is not None]
+        if directory is not None:
+            rows = [row for row in rows if directory in row.working_directories]
+        return rows
+
+    async def lookup(self, session_id: str) -> CatalogueRow | None:
+        for fresh in (False, True):
+            for summary in await self.machine.sessions(fresh=fresh):
+                row = self._row(summary)
+                if row is not None and row.session_id == session_id:
+                    return row
+        return None
+
+    async def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+        machine = self.machine
+        try:
+            await machine.ready(REOPEN_WAIT)
+        except LinkClosed as exc:
+            log.warning("cannot read the turns of %s: %s", backend_id, escape(str(exc)))
+            return False
+        uri = default_chat_uri(f"{self.remote_provider}:/{backend_id}")
+        watching = _Watching()
+        try:
+            state = await machine.watch(uri, watching)
+        except (LinkClosed, RemoteError) as exc:
+            log.warning("cannot read the turns of %s: %s", uri, escape(str(exc)))
+            return False
+        finally:
+            await machine.unwatch(uri, watching)
+        turns = [t for t in state.get("turns") or () if isinstance(t, Mapping)]
+        for turn in turns:
+            rebuild(reader, turn, machine.title)
+        return bool(turns)
+
+    async def delete(self, backend_id: str) -> None:
+        try:
+            await self.machine.request(
+                "disposeSession", {"channel": f"{self.remote_provider}:/{backend_id}"}
+            )
+        except (LinkClosed, RemoteError) as exc:
+            log.warning(
+                "the session %s stays on %s: %s", backend_id, self.machine.title, escape(str(exc))
+            )
+
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        raise LookupError("a remote session's turns are dropped on its own host")
+
+    async def rename(self, backend_id: str, title: str) -> None:
+        try:
+            await self.machine.dispatch(
+                f"{self.remote_provider}:/{backend_id}",
+                {"type": "session/titleChanged", "title": title},
+            )
+        except LinkClosed as exc:
+            log.info("the new title stays here until %s: %s", self.machine.title, exc)
+
+
+class MachineBackend:
+    """The provider ``remote-<machine>`` of a machine whose providers are not known yet."""
+
+    abilities = Abilities(multiple_chats=False)
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.provider = machine_provider(machine.spec.name)
+
+    def attach(self, notifier: BackendNotifier) -> None:
+        self.machine.on_change(notifier.agents_changed)
+
+    async def stop(self) -> None:
+        await self.machine.stop()
+
+    def agents(self) -> Sequence[Mapping[str, Any]]:
+        machine = self.machine
+        down = machine.state_line()
+        if down:
+            said = f"Not available: {down}"
+        else:
+            offered = ", ".join(str(a.get("provider")) for a in machine.agents) or "no agent"
+            said = (
+                f"Reached; it offers {offered}. Restart this host to offer them "
+                "(they are remembered from now on)"
+            )
+        return [
+            {
+                "provider": self.provider,
+                "displayName": machine.title,
+                "description": f"The AHP host on {machine.title} ({machine.spec.reach}). {said}",
+                "models": [{"id": "default", "provider": self.provider, "name": "none yet"}],
+            }
+        ]
+
+    async def start(self, start: ChatStart) -> Any:
+        raise RuntimeError(self.agents()[0]["description"])
+
+    def catalogue(self, **_: Any) -> Sequence[CatalogueRow]:
+        return []
+
+    def lookup(self, session_id: str) -> None:
+        return None
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+        return False
+
+    def delete(self, backend_id: str) -> None:
+        return None
+
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        raise LookupError(f"{self.machine.title} runs no session here")
+
+
+# -- a past turn, told again ---------------------------------------------------------------------
+def rebuild(reader: TranscriptReader, turn: Mapping[str, Any], machine: str) -> None:
+    """Tell one turn of a remote chat's snapshot through ``reader``, as it ran."""
+    report = reader.turn(
+        str(turn["id"]), dict(turn.get("message") or {}), started_at=turn.get("startedAt")
+    )
+    error: str | None = None
+    for part in turn.get("responseParts") or ():
+        if not isinstance(part, Mapping):
+            continue
+        kind = part.get("kind")
+        if kind == "markdown":
+            report.text(str(part.get("content", "")))
+        elif kind == "reasoning":
+            report.reasoning(str(part.get("content", "")))
+        elif kind == "systemNotification":
+            report.notification(plain(part.get("content")), meta=part.get("_meta"))
+        elif kind == "toolCall":
+            _tool(report, part.get("toolCall") or {}, machine)
+        elif kind == "inputRequest":
+            request = part.get("request") or {}
+            said = part.get("response")
+            response: Literal["accept", "decline", "cancel"] = (
+                said if said in ("accept", "decline") else "cancel"
+            )
+            report.asked(
+                list(request.get("questions") or ()),
+                InputAnswer(response, dict(request.get("answers") or {})),
+                message=request.get("message"),
+            )
+        elif kind == "error":
+            error = str((part.get("error") or {}).get("message") or "the turn failed")
+    usage = turn.get("usage")
+    if isinstance(usage, Mapping):
+        report.usage(
+            input_tokens=int(usage.get("inputTokens") or 0),
+            output_tokens=int(usage.get("outputTokens") or 0),
+            model=usage.get("model"),
+            cache_read_tokens=usage.get("cacheReadTokens"),
+            meta=usage.get("_meta"),
+        )
+    state = turn.get("state")
+    reader.end_turn(
+        state=state if state in ("complete", "cancelled", "error") else "complete",
+        duration_ms=int(turn.get("duration") or 0),
+        error=error if state == "error" else None,
+    )
+
+
+def _tool(report: TurnReporter, call: Mapping[str, Any], machine: str) -> None:
+    call_id = str(call.get("toolCallId", ""))
+    contributor = call.get("contributor") or {}
+    report.tool_start(
+        call_id,
+        str(call.get("toolName", "")),
+        display_name=call.get("displayName"),
+        intention=call.get("intention"),
+        meta=call.get("_meta"),
+        mcp_server=contributor.get("customizationId") if contributor.get("kind") == "mcp" else None,
+    )
+    raw = call.get("toolInput")
+    given = raw if isinstance(raw, str) or raw is None else None
+    message = plain(call.get("invocationMessage"))
+    status = call.get("status")
+    asked = call.get("confirmed") in ("user-action", "setting")
+    if status == "cancelled":
+        reason = call.get("reason")
+        report.tool_decided(
+            call_id,
+            tool_input=given,
+            invocation_message=message,
+            approval=Approval(False, reason="skipped" if reason == "skipped" else "denied")
+            if reason in ("denied", "skipped")
+            else None,
+        )
+        return
+    if asked:
+        report.tool_decided(
+            call_id, tool_input=given, invocation_message=message, approval=Approval(True)
+        )
+    else:
+        report.tool_running(call_id, tool_input=given, invocation_message=message)
+    if status == "completed":
+        error = call.get("error")
+        report.tool_complete(
+            call_id,
+            success=bool(call.get("success")),
+            past_tense_message=plain(call.get("pastTenseMessage")),
+            content=tool_content(call.get("content"), machine),
+            error=str(error.get("message")) if isinstance(error, Mapping) else None,
+        )

@@ -1,0 +1,195 @@
+"""The machines a host reaches, read from ``AHP_REMOTE_MACHINES``.
+
+The variable holds a JSON object, one key per machine, each saying how to reach
+an AHP host there::
+
+    {"buildbox": {"ssh": "me@buildbox"},
+     "box2": {"ssh": "me@box2", "command": "~/.local/bin/ahp serve --stdio"},
+     "sandbox": {"docker": "agents-sandbox"},
+     "lab": {"url": "wss://lab.example:8787/", "tokenFile": "~/.config/ahp/lab.token"},
+     "local2": {"command": ["ahp", "serve", "--stdio", "--state-dir", "/srv/ahp2"]}}
+
+The key names the machine in each provider it brings (``remote-<name>-<provider>``),
+so it is a lowercase letter, then lowercase letters, digits or ``-``. Besides
+the one way to reach it, a machine may have ``displayName`` (how people see it
+named; the key by default), ``providers`` (remote providers to offer even before
+the machine was ever reached) and, for ``ssh``, ``sshOptions`` (more arguments
+for ``ssh`` before the destination, such as ``["-p", "2222"]``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+ENV = "AHP_REMOTE_MACHINES"
+#: What a machine reached by ``ssh`` or ``docker`` runs when its config names nothing else.
+DEFAULT_REMOTE_COMMAND = "ahp serve --stdio"
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+#: A remote provider name, as it will sit inside this host's provider name (a URI scheme).
+_PROVIDER = re.compile(r"^[a-z][a-z0-9+.-]{0,62}$")
+_WAYS = ("command", "url", "ssh", "docker")
+_COMMON = {"displayName", "providers"}
+_KEYS: dict[str, set[str]] = {
+    "command": {"command"},
+    "url": {"url", "token", "tokenFile"},
+    "ssh": {"ssh", "command", "sshOptions"},
+    "docker": {"docker", "command"},
+}
+
+Kind = Literal["command", "url", "ssh", "docker"]
+
+
+class ConfigError(ValueError):
+    """``AHP_REMOTE_MACHINES`` says something that cannot be used; the message says what."""
+
+
+@dataclass(frozen=True)
+class MachineSpec:
+    """How to reach one machine's AHP host."""
+
+    name: str
+    kind: Kind
+    #: The program and its arguments, for every kind but ``url``.
+    argv: tuple[str, ...] = ()
+    url: str = ""
+    #: The connection token of a ``url`` machine: a secret, never logged nor shown.
+    token: str | None = field(default=None, repr=False)
+    display_name: str = ""
+    providers: tuple[str, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return self.display_name or self.name
+
+    @property
+    def reach(self) -> str:
+        """How the machine is reached, in words a person reads (no secret in it)."""
+        if self.kind == "url":
+            return self.url
+        return " ".join(shlex.quote(part) for part in self.argv)
+
+
+def provider_name(machine: str, remote_provider: str) -> str:
+    """The provider this host offers for ``remote_provider`` on ``machine``."""
+    return f"remote-{machine}-{remote_provider}"
+
+
+def machine_provider(machine: str) -> str:
+    """The provider standing for the machine itself (its state; sessions of its only agent)."""
+    return f"remote-{machine}"
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ConfigError(f"{where} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _command_line(value: Any, where: str) -> str:
+    if value is None:
+        return DEFAULT_REMOTE_COMMAND
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be the command line that serves AHP on stdio there")
+    return value
+
+
+def _token(body: Mapping[str, Any], where: str) -> str | None:
+    token, token_file = body.get("token"), body.get("tokenFile")
+    if token is not None and token_file is not None:
+        raise ConfigError(f"{where}: give token or tokenFile, not both")
+    if token is not None:
+        if not isinstance(token, str) or not token.strip():
+            raise ConfigError(f"{where}.token must be a non-empty string")
+        return token.strip()
+    if token_file is None:
+        return None
+    if not isinstance(token_file, str) or not token_file:
+        raise ConfigError(f"{where}.tokenFile must name a file")
+    path = Path(os.path.expanduser(token_file))
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"{where}.tokenFile: cannot read {path} ({exc.strerror})") from None
+    if not text:
+        raise ConfigError(f"{where}.tokenFile: {path} is empty")
+    return text
+
+
+def _spec(name: Any, body: Any) -> MachineSpec:
+    where = f"{ENV}[{name!r}]"
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(
+            f"{where}: a machine's name goes into provider names: a lowercase letter, then "
+            "lowercase letters, digits or '-' (at most 32)"
+        )
+    if not isinstance(body, Mapping):
+        raise ConfigError(f"{where} must be an object naming one of {', '.join(_WAYS)}")
+    ways = [way for way in ("url", "ssh", "docker") if way in body]
+    if not ways and "command" in body:
+        ways = ["command"]
+    if len(ways) != 1:
+        said = " and ".join(ways) if ways else "none"
+        raise ConfigError(
+            f"{where} must name exactly one way to reach it ({', '.join(_WAYS)}), not {said}"
+        )
+    kind: Kind = ways[0]  # type: ignore[assignment]
+    unknown = set(body) - _KEYS[kind] - _COMMON
+    if unknown:
+        raise ConfigError(
+            f"{where} has keys a {kind} machine does not take: {', '.join(sorted(unknown))}"
+        )
+    display = body.get("displayName") or ""
+    if not isinstance(display, str):
+        raise ConfigError(f"{where}.displayName must be a string")
+    providers = _strings(body.get("providers") or [], f"{where}.providers")
+    for provider in providers:
+        if not _PROVIDER.match(provider):
+            raise ConfigError(f"{where}.providers: {provider!r} is not a provider name")
+    common: dict[str, Any] = {"name": name, "display_name": display, "providers": providers}
+    if kind == "command":
+        argv = _strings(body["command"], f"{where}.command")
+        return MachineSpec(kind="command", argv=argv, **common)
+    if kind == "url":
+        url = body["url"]
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise ConfigError(f"{where}.url must be a ws:// or wss:// URL")
+        if "token=" in url or "tkn=" in url:
+            raise ConfigError(f"{where}.url: give the token as token or tokenFile, not in the URL")
+        return MachineSpec(kind="url", url=url, token=_token(body, where), **common)
+    if kind == "ssh":
+        destination = body["ssh"]
+        if not isinstance(destination, str) or not destination or destination.startswith("-"):
+            raise ConfigError(f"{where}.ssh must be a destination such as user@host")
+        options = _strings(body.get("sshOptions") or [], f"{where}.sshOptions")
+        command = _command_line(body.get("command"), f"{where}.command")
+        # -T: no terminal (the link is JSON lines); BatchMode: never wait on a password
+        # prompt nobody can answer. The user's own ssh config does the rest.
+        argv = ("ssh", "-T", "-o", "BatchMode=yes", *options, "--", destination, command)
+        return MachineSpec(kind="ssh", argv=argv, **common)
+    container = body["docker"]
+    if not isinstance(container, str) or not container or container.startswith("-"):
+        raise ConfigError(f"{where}.docker must name a container")
+    command = _command_line(body.get("command"), f"{where}.command")
+    argv = ("docker", "exec", "-i", container, *shlex.split(command))
+    return MachineSpec(kind="docker", argv=argv, **common)
+
+
+def parse_machines(text: str | None) -> list[MachineSpec]:
+    """The machines ``text`` (the variable's value) configures; none for an empty value."""
+    if text is None or not text.strip():
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{ENV} is not JSON: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{ENV} must be a JSON object: machine name -> how to reach it")
+    return [_spec(name, body) for name, body in data.items()]

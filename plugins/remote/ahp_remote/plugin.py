@@ -1,0 +1,144 @@
+"""The ``remote`` plugin: the providers of other machines' AHP hosts, offered on this one.
+
+Environment:
+
+- ``AHP_REMOTE_MACHINES``: a JSON object, machine name -> how to reach its host
+  (``command``, ``url`` with ``token`` or ``tokenFile``, ``ssh``, ``docker``;
+  see ``ahp_remote.config``).
+- ``AHP_REMOTE_PROBE_SECONDS``: how long the host's start waits, at most, for a
+  machine it knows no provider of yet (5 by default; 0 waits for none).
+
+Each provider ``P`` of machine ``M`` is offered as ``remote-M-P`` ("<P> on M").
+Which providers a machine has is learned when it is first reached and kept in
+``<state dir>/remote/<M>.json`` with its session list, so a restarted host
+offers them at once, reached or not. A machine never reached (and naming no
+``providers``) is offered as ``remote-M``: listed with why it cannot be used.
+A configuration that cannot be read is said in one line of the log and on a
+``remote`` provider's description; the host serves the rest as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ahp_remote.config import ENV, ConfigError, parse_machines
+from ahpcore.api import Check, private_folder
+from ahpcore.hookspecs import hookimpl
+from ahpcore.ports.backend import Abilities, ChatStart, TranscriptReader
+
+if TYPE_CHECKING:
+    from ahpcore.api import PluginHost
+    from ahpcore.ports import Backend
+
+log = logging.getLogger(__name__)
+
+PROBE_ENV = "AHP_REMOTE_PROBE_SECONDS"
+DEFAULT_PROBE_SECONDS = 5.0
+
+
+def _probe_seconds() -> float:
+    text = os.environ.get(PROBE_ENV, "").strip()
+    try:
+        return max(0.0, float(text)) if text else DEFAULT_PROBE_SECONDS
+    except ValueError:
+        log.warning(
+            "%s=%r is not a number of seconds; waiting %s", PROBE_ENV, text, DEFAULT_PROBE_SECONDS
+        )
+        return DEFAULT_PROBE_SECONDS
+
+
+class Misconfigured:
+    """The provider ``remote`` when ``AHP_REMOTE_MACHINES`` cannot be read: it says why."""
+
+    provider = "remote"
+    abilities = Abilities(multiple_chats=False)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+    def agents(self) -> Sequence[Mapping[str, Any]]:
+        return [
+            {
+                "provider": self.provider,
+                "displayName": "Remote machines",
+                "description": f"Not available: {self.problem}",
+                "models": [{"id": "default", "provider": self.provider, "name": "none"}],
+            }
+        ]
+
+    async def start(self, start: ChatStart) -> Any:
+        raise RuntimeError(self.problem)
+
+    def catalogue(self, **_: Any) -> list[Any]:
+        return []
+
+    def lookup(self, session_id: str) -> None:
+        return None
+
+    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
+        return False
+
+    def delete(self, backend_id: str) -> None:
+        return None
+
+    def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        raise LookupError(self.problem)
+
+
+@hookimpl
+async def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
+    try:
+        specs = parse_machines(os.environ.get(ENV))
+    except ConfigError as exc:
+        log.error("%s; no remote machine is offered", exc)
+        register(Misconfigured(str(exc)))
+        return
+    if not specs:
+        return  # nothing configured: nothing registered, nothing started
+    from ahp_remote.backend import MachineBackend, RemoteBackend
+    from ahp_remote.machine import Machine
+
+    folder = Path(host.settings.state_dir) / "remote"
+    private_folder(folder)
+    machines = [Machine(spec, folder / f"{spec.name}.json") for spec in specs]
+    # Only a machine this host knows no provider of is waited for, and not for long.
+    unknown = [m for m in machines if not m.agents and not m.spec.providers]
+    for machine in machines:
+        machine.start()
+    probe = _probe_seconds()
+    if unknown and probe > 0:
+        await asyncio.gather(*(m.first_contact(probe) for m in unknown))
+    for machine in machines:
+        providers = list(machine.spec.providers)
+        providers += [
+            str(a["provider"]) for a in machine.agents if str(a["provider"]) not in providers
+        ]
+        if not providers:
+            register(MachineBackend(machine))
+            continue
+        for provider in providers:
+            register(RemoteBackend(machine, provider))
+
+    async def stop_all() -> None:
+        await asyncio.gather(*(m.stop() for m in machines))
+
+    host.at_stop(stop_all)
+
+
+@hookimpl
+def ahp_doctor_checks(state_dir: Path) -> list[Check] | None:
+    text = os.environ.get(ENV)
+    if not text:
+        return None
+    try:
+        specs = parse_machines(text)
+    except ConfigError as exc:
+        return [Check("remote machines", False, str(exc), f"correct {ENV} (docs/remote.md)")]
+    return [
+        Check(f"remote machine {spec.name}", True, f"reached by {spec.reach}") for spec in specs
+    ]

@@ -1,0 +1,242 @@
+"""Two real hosts: an inner one running the scripted agent, and an outer one whose ``remote``
+plugin reaches it (a child ``ahp serve --stdio``, or a WebSocket on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import ahp_remote.plugin
+import ahp_scripted.plugin
+from ahp_remote.backend import RemoteBackend
+from ahp_remote.machine import Machine
+from ahpcore.host import HostSettings
+from ahpcore.testing import AhpTestClient, RunningHost, running_host
+
+#: The scripted agent the inner host runs.
+SCRIPT = """
+name: Inner agent
+description: The scripted agent of the inner host.
+rules:
+  - prefix: "echo "
+    steps:
+      - say: "I will echo it."
+      - tool: echo
+        input: {text: "${rest}"}
+        approval: true
+        title: Echo this?
+        result: "${input.text}"
+        on_deny:
+          - say: "Not echoing."
+      - say: " echo: ${result}"
+      - usage: {input_tokens: 7, output_tokens: 3, model: scripted}
+  - exact: gap
+    steps:
+      - say: "before the gap."
+      - wait: 1.5
+      - say: " after the gap."
+  - exact: long
+    steps:
+      - say: "working"
+      - wait: 60
+default:
+  - say: "hello from the inner host"
+"""
+
+TOKEN = "inner-host-token-" + "x7Qp2Lr9" * 3
+MACHINE = "inner"
+PROVIDER = f"remote-{MACHINE}-scripted"
+
+
+def script_file(folder: Path) -> Path:
+    path = folder / "inner-script.yaml"
+    path.write_text(SCRIPT, encoding="utf-8")
+    return path
+
+
+def inner_command(state_dir: Path, sessions: str = "file") -> list[str]:
+    """``ahp serve --stdio`` of the inner host, as a child of the outer one."""
+    return [
+        sys.executable,
+        "-m",
+        "ahpcore.cli",
+        "serve",
+        "--stdio",
+        "--plugins",
+        "scripted",
+        "--sessions",
+        sessions,
+        "--state-dir",
+        str(state_dir),
+        "--log-level",
+        "warning",
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@asynccontextmanager
+async def inner_host(state_dir: Path, port: int) -> AsyncIterator[RunningHost]:
+    """The inner host on 127.0.0.1:``port``, with a token."""
+    settings = HostSettings(sessions="file", port=port, state_dir=state_dir)
+    async with running_host(
+        [("scripted", ahp_scripted.plugin)], token=TOKEN, settings=settings
+    ) as running:
+        yield running
+
+
+@asynccontextmanager
+async def outer_host(state_dir: Path, **settings: Any) -> AsyncIterator[RunningHost]:
+    """The outer host: the remote plugin alone, reaching what ``AHP_REMOTE_MACHINES`` names."""
+    chosen = HostSettings(sessions="file", port=0, state_dir=state_dir, **settings)
+    async with running_host([("remote", ahp_remote.plugin)], settings=chosen) as running:
+        yield running
+
+
+def machines_env(**machines: dict[str, Any]) -> str:
+    return json.dumps(machines)
+
+
+def backend_of(running: RunningHost, provider: str = PROVIDER) -> RemoteBackend:
+    backend = running.host.backends[provider]
+    assert isinstance(backend, RemoteBackend)
+    return backend
+
+
+def machine_of(running: RunningHost, provider: str = PROVIDER) -> Machine:
+    return backend_of(running, provider).machine
+
+
+def is_action(kind: str, channel: str | None = None) -> Any:
+    def match(frame: dict[str, Any]) -> bool:
+        return (
+            frame.get("method") == "action"
+            and frame["params"]["action"]["type"] == kind
+            and (channel is None or frame["params"]["channel"] == channel)
+            and "rejectionReason" not in frame["params"]
+        )
+
+    return match
+
+
+async def client_of(running: RunningHost, name: str = "c1") -> AhpTestClient:
+    client = await running.connect(name)
+    await client.initialize()
+    return client
+
+
+async def open_session(
+    client: AhpTestClient, workdir: Path, provider: str = PROVIDER
+) -> tuple[str, str]:
+    uri = f"{provider}:/{uuid.uuid4()}"
+    await client.request(
+        "createSession",
+        {"channel": uri, "provider": provider, "workingDirectories": [workdir.as_uri()]},
+    )
+    return uri, await subscribe(client, uri)
+
+
+async def subscribe(client: AhpTestClient, session: str) -> str:
+    snapshot = await client.request("subscribe", {"channel": session})
+    chat = str(snapshot["snapshot"]["state"]["defaultChat"])
+    await client.request("subscribe", {"channel": chat})
+    return chat
+
+
+async def start_turn(
+    client: AhpTestClient, chat: str, text: str, turn_id: str | None = None
+) -> str:
+    turn_id = turn_id or str(uuid.uuid4())
+    seq = await client.dispatch(
+        chat,
+        {
+            "type": "chat/turnStarted",
+            "turnId": turn_id,
+            "startedAt": "2026-12-01T00:00:00.000Z",
+            "message": {"text": text, "origin": {"kind": "user"}},
+        },
+    )
+    await client.answer_to(seq)
+    return turn_id
+
+
+async def approve(client: AhpTestClient, chat: str, *, approved: bool = True) -> dict[str, Any]:
+    """Wait for the question a tool call asks, and answer it."""
+    ready = await client.recv_until(
+        lambda f: (
+            is_action("chat/toolCallReady", chat)(f) and "confirmed" not in f["params"]["action"]
+        ),
+        timeout=30,
+    )
+    action = ready["params"]["action"]
+    answer: dict[str, Any] = {
+        "type": "chat/toolCallConfirmed",
+        "turnId": action["turnId"],
+        "toolCallId": action["toolCallId"],
+        "approved": approved,
+    }
+    if approved:
+        answer["confirmed"] = "user-action"
+    else:
+        answer["reason"] = "denied"
+    await client.dispatch(chat, answer)
+    return dict(action)
+
+
+async def turn_end(client: AhpTestClient, chat: str, timeout: float = 30) -> dict[str, Any]:
+    frame = await client.recv_until(
+        lambda f: (
+            f.get("method") == "action"
+            and f["params"]["channel"] == chat
+            and "rejectionReason" not in f["params"]
+            and f["params"]["action"]["type"]
+            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+        ),
+        timeout=timeout,
+    )
+    return dict(frame["params"]["action"])
+
+
+async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
+    await client.sync()
+    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
+
+
+def said(state: dict[str, Any], turn: int = -1) -> str:
+    """The text of a turn, its markdown parts joined."""
+    return "".join(
+        str(p.get("content", ""))
+        for p in state["turns"][turn]["responseParts"]
+        if p.get("kind") == "markdown"
+    )
+
+
+def tools(state: dict[str, Any], turn: int = -1) -> list[dict[str, Any]]:
+    return [
+        dict(p["toolCall"])
+        for p in state["turns"][turn]["responseParts"]
+        if p.get("kind") == "toolCall"
+    ]
+
+
+def agents_of(snapshot: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {a["provider"]: a for a in snapshot["agents"]}
+
+
+async def root_agents(client: AhpTestClient) -> dict[str, dict[str, Any]]:
+    await client.sync()
+    state = (await client.request("subscribe", {"channel": "ahp-root://"}))["snapshot"]["state"]
+    return agents_of(state)
+
+
+__all__: Sequence[str] = ()
