@@ -83,6 +83,8 @@ class Machine:
         #: The id this host goes by on the remote, kept across reconnections for ``reconnect``.
         self.client_id = f"ahp-remote-{uuid.uuid4().hex[:12]}"
         self._seq: int | None = None
+        #: How the last link began: "snapshot" (initialize, or nothing to replay) or "replay".
+        self.relinked_by = ""
         self._client_seq = itertools.count(1)
         self._watchers: dict[str, list[Watcher]] = {}
         self._changed: list[Callable[[], None]] = []
@@ -329,6 +331,7 @@ class Machine:
             await link.close("the remote host did not take this host as its client")
             raise
         self.link = link
+        self.relinked_by = "replay" if result.get("type") == "replay" else "snapshot"
         self.reason = ""
         self.up.set()
         self.ever_up = True

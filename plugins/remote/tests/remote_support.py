@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 import ahp_remote.plugin
 import ahp_scripted.plugin
 from ahp_remote.backend import RemoteBackend
@@ -93,6 +95,31 @@ async def inner_host(state_dir: Path, port: int) -> AsyncIterator[RunningHost]:
         [("scripted", ahp_scripted.plugin)], token=TOKEN, settings=settings
     ) as running:
         yield running
+
+
+class InnerRunner:
+    """The inner host run in a task of its own, so it can stop and start again while the
+    outer host runs (a host's scopes cannot close out of order in one task)."""
+
+    def __init__(self, state_dir: Path, port: int) -> None:
+        self.state_dir = state_dir
+        self.port = port
+        self.running: RunningHost | None = None
+        self._stop = anyio.Event()
+        self._stopped = anyio.Event()
+
+    async def run(self, *, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with inner_host(self.state_dir, self.port) as running:
+                self.running = running
+                task_status.started()
+                await self._stop.wait()
+        finally:
+            self._stopped.set()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        await self._stopped.wait()
 
 
 @asynccontextmanager

@@ -1,0 +1,179 @@
+"""A remote machine reached over a WebSocket with a token: a dropped link, a restart of either side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from remote_support import (
+    MACHINE,
+    PROVIDER,
+    TOKEN,
+    InnerRunner,
+    approve,
+    chat_state,
+    client_of,
+    free_port,
+    inner_host,
+    is_action,
+    machine_of,
+    machines_env,
+    open_session,
+    outer_host,
+    root_agents,
+    said,
+    start_turn,
+    subscribe,
+    turn_end,
+)
+
+from ahp_remote.link import SocketLink
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def port(monkeypatch: pytest.MonkeyPatch) -> int:
+    chosen = free_port()
+    monkeypatch.setenv(
+        "AHP_REMOTE_MACHINES",
+        machines_env(**{MACHINE: {"url": f"ws://127.0.0.1:{chosen}/", "token": TOKEN}}),
+    )
+    return chosen
+
+
+async def until(check: Callable[[], Any], timeout: float = 20) -> None:
+    with anyio.fail_after(timeout):
+        while not await check():
+            await anyio.sleep(0.1)
+
+
+async def test_a_turn_over_a_websocket(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port), outer_host(outer_state) as running:
+        client = await client_of(running)
+        assert PROVIDER in await root_agents(client)
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "echo over the wire")
+        await approve(client, chat)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert said(await chat_state(client, chat)) == "I will echo it. echo: over the wire"
+
+
+async def test_a_dropped_link_mid_turn_is_replayed(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port), outer_host(outer_state) as running:
+        client = await client_of(running)
+        _, chat = await open_session(client, workdir)
+        machine = machine_of(running)
+        await start_turn(client, chat, "gap")
+        await client.recv_until(is_action("chat/responsePart", chat))
+        link = machine.link
+        assert isinstance(link, SocketLink)
+        link.drop()  # as a network failing would: no close handshake
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert machine.link is not link and machine.relinked_by == "replay"
+        assert said(await chat_state(client, chat)) == "before the gap. after the gap."
+
+        # A question asked before the drop is answered after it, and reaches the remote.
+        await start_turn(client, chat, "echo later")
+        ready = await client.recv_until(
+            lambda f: (
+                is_action("chat/toolCallReady", chat)(f)
+                and "confirmed" not in f["params"]["action"]
+            )
+        )
+        client._backlog.insert(0, ready)  # approve() finds it again
+        link = machine.link
+        assert isinstance(link, SocketLink)
+        link.drop()
+        await until(lambda: _relinked(machine, link))
+        await approve(client, chat)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert said(await chat_state(client, chat)) == "I will echo it. echo: later"
+
+
+async def _relinked(machine: Any, old: Any) -> bool:
+    return bool(machine.up.is_set() and machine.link is not old)
+
+
+async def test_the_inner_host_restarts(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with anyio.create_task_group() as group:
+        first = InnerRunner(inner_state, port)
+        await group.start(first.run)
+        async with outer_host(outer_state) as running:
+            client = await client_of(running)
+            _, chat = await open_session(client, workdir)
+            await start_turn(client, chat, "hello")
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+
+            await first.stop()  # the machine goes away
+
+            async def down() -> bool:
+                return "Not available" in (await root_agents(client))[PROVIDER]["description"]
+
+            await until(down)
+            second = InnerRunner(inner_state, port)
+            await group.start(second.run)
+
+            async def up() -> bool:
+                return "Not available" not in (await root_agents(client))[PROVIDER]["description"]
+
+            await until(up)
+            await start_turn(client, chat, "hello again")
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+            state = await chat_state(client, chat)
+            assert [said(state, 0), said(state, 1)] == ["hello from the inner host"] * 2
+            await second.stop()
+
+
+async def test_the_outer_host_restarts(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port):
+        async with outer_host(outer_state) as running:
+            client = await client_of(running)
+            session, chat = await open_session(client, workdir)
+            await start_turn(client, chat, "echo kept")
+            await approve(client, chat)
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        async with outer_host(outer_state) as running:
+            client = await client_of(running)
+            listed = await client.request("listSessions", {"channel": "ahp-root://"})
+            assert session in [row["resource"] for row in listed["items"]]
+            chat = await subscribe(client, session)
+            state = await chat_state(client, chat)
+            assert said(state) == "I will echo it. echo: kept"
+            await start_turn(client, chat, "hello")
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+            assert said(await chat_state(client, chat)) == "hello from the inner host"
+
+
+async def test_the_remote_catalogue_is_listed_and_opened(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port) as inner:
+        # A session made on the machine itself, by a client of its own.
+        there = await client_of(inner, "there")
+        remote_session, remote_chat = await open_session(there, workdir, provider="scripted")
+        await start_turn(there, remote_chat, "hello")
+        assert (await turn_end(there, remote_chat))["type"] == "chat/turnComplete"
+        session_id = remote_session.split(":/", 1)[1]
+        async with outer_host(outer_state) as running:
+            client = await client_of(running)
+            listed = await client.request("listSessions", {"channel": "ahp-root://"})
+            rows = {row["resource"]: row for row in listed["items"]}
+            here = f"{PROVIDER}:/{session_id}"
+            assert here in rows, rows
+            assert rows[here]["provider"] == PROVIDER
+            chat = await subscribe(client, here)
+            assert said(await chat_state(client, chat)) == "hello from the inner host"
+            await start_turn(client, chat, "hello")
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
