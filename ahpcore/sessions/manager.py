@@ -470,6 +470,7 @@ class SessionManager:
                 INVALID_PARAMS if isinstance(exc, ValueError) else -32603,
                 f"the {backend.provider} backend could not start the session: {exc}",
             ) from None
+        self.registry.ask_config_again(session)
         self.registry.apply(session.uri, {"type": "session/ready"})
         active = params.get("activeClient")
         if isinstance(active, dict) and client is not None and client.client_id:

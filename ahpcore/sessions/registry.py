@@ -416,6 +416,26 @@ class SessionRegistry:
         self.sessions[session_id] = session
         return session
 
+    def ask_config_again(self, session: LiveSession) -> None:
+        """The backend's config properties, asked again once the session's first agent
+        started: an agent may tell its modes and options only as a session opens.
+
+        The protocol has no action that changes a config schema, so it changes only
+        while nobody watches the session (it is still being created, unannounced).
+        """
+        channel = self.engine.channels.get(session.uri)
+        config = dict(session.state.get("config") or {})
+        if channel is None or channel.subscribers or not config:
+            return
+        directories = session.state.get("workingDirectories") or ()
+        values = dict(config.get("values") or {})
+        properties = composer.config_properties(
+            session.backend, next(iter(directories), None), values
+        )
+        if properties != config.get("schema", {}).get("properties"):
+            schema = {"type": "object", "properties": properties}
+            channel.state = {**channel.state, "config": {"schema": schema, "values": values}}
+
     def forget(self, session: LiveSession) -> None:
         for chat in list(session.chats.values()):
             self.engine.remove_channel(chat.uri)

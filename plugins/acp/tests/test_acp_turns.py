@@ -14,7 +14,6 @@ from acp_support import (
     chat_state,
     connect_and_open,
     is_action,
-    open_session,
     parts,
     start_turn,
     turn_end,
@@ -110,11 +109,11 @@ async def test_a_mode_change_reaches_the_agent_and_comes_back(
     fake_agent, tmp_path: Path, workdir: Path
 ):
     async with acp_host(tmp_path / "state") as running:
-        client, first, _ = await connect_and_open(running, workdir)
-        state = (await client.request("subscribe", {"channel": first}))["snapshot"]["state"]
-        # The modes are learned from the agent's first session, and offered from then on.
-        assert "mode" not in state["config"]["schema"]["properties"]
-        session, _ = await open_session(client, workdir, 2)
+        client, session, _ = await connect_and_open(running, workdir)
+        state = (await client.request("subscribe", {"channel": session}))["snapshot"]["state"]
+        # The agent tells its modes only in session/new: its first session offers them.
+        mode = state["config"]["schema"]["properties"]["mode"]
+        assert (mode["enum"], mode["default"]) == (["ask", "code"], "ask")
         seq = await client.dispatch(
             session, {"type": "session/configChanged", "config": {"mode": "code"}}
         )
