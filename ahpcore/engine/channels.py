@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,3 +21,7 @@ class Channel:
     #: A channel with no state (``ahp-otlp:``): subscribing answers no snapshot, nothing
     #: is reduced onto it, and what it carries are notifications, never replayed.
     stateless: bool = False
+    #: What one subscriber is shown of the state or of an envelope (``view(client,
+    #: value)``, a new value, never the one given): for a channel whose readers see
+    #: different things of one state. None: everyone sees the same.
+    view: Callable[[Client, Any], Any] | None = None

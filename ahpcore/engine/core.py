@@ -172,12 +172,24 @@ class Engine:
                 return self.channels.get(channel.uri, channel)
         return None
 
-    def snapshot(self, channel: Channel, spelling: str | None = None) -> dict[str, Any]:
+    def snapshot(
+        self, channel: Channel, spelling: str | None = None, client: Client | None = None
+    ) -> dict[str, Any]:
+        state = channel.state
+        if channel.view is not None and client is not None:
+            state = channel.view(client, state)
         return {
             "resource": spelling or channel.uri,
-            "state": self.spell(channel, channel.state, spelling),
+            "state": self.spell(channel, state, spelling),
             "fromSeq": self.server_seq,
         }
+
+    def viewed(self, client: Client, uri: str, value: Any) -> Any:
+        """``value`` (a state or an envelope of ``uri``) as ``client`` is shown it."""
+        channel = self.channels.get(uri)
+        if channel is None or channel.view is None:
+            return value
+        return channel.view(client, value)
 
     def spell(self, channel: Channel, value: Any, spelling: str | None) -> Any:
         """``value`` as a client that named ``channel`` by ``spelling`` should see it."""
@@ -226,6 +238,13 @@ class Engine:
         ready: dict[tuple[str, Any], tuple[list[Peer], list[Any]]] = {}
         limit: int | None = None
         for client, spelling in channel.subscribers.items():
+            if channel.view is not None:
+                # Each reader's own frame: few readers, few changes (the automations).
+                client.deliver(
+                    uri,
+                    *_envelope_frame(self.spell(channel, channel.view(client, envelope), spelling)),
+                )
+                continue
             frame = frames.get(spelling)
             if frame is None:
                 frame = frames[spelling] = _envelope_frame(self.spell(channel, envelope, spelling))
@@ -460,7 +479,7 @@ class Engine:
         channel = await self.open_channel(spelling)
         if channel is None:
             raise ProtocolError(NOT_FOUND, f"no channel {spelling} on this host")
-        snapshot = None if channel.stateless else self.snapshot(channel, spelling)
+        snapshot = None if channel.stateless else self.snapshot(channel, spelling, client)
         channel.subscribers[client] = spelling
         client.subscriptions[channel.uri] = spelling
         if hold:

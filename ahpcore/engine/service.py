@@ -208,7 +208,11 @@ class ProtocolService:
                 else:
                     wanted[channel.uri] = spelling
             actions = [
-                engine.spell(engine.channels[item.channel], item.envelope, wanted[item.channel])
+                engine.spell(
+                    engine.channels[item.channel],
+                    engine.viewed(client, item.channel, item.envelope),
+                    wanted[item.channel],
+                )
                 for item in engine.replay.since(last_seen)
                 if item.channel in wanted and item.channel in engine.channels
             ]

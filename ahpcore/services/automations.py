@@ -143,7 +143,13 @@ class AutomationService:
     async def start(self) -> None:
         """Open the port and the catalogue (before any client connects)."""
         entries = await self.port.start(self)
-        self.engine.add_channel(CATALOGUE, "automation", {"entries": [dict(e) for e in entries]})
+        catalogue = self.engine.add_channel(
+            CATALOGUE, "automation", {"entries": [dict(e) for e in entries]}
+        )
+        if self.people is not None:
+            # One catalogue, read by people of different rights: each sees the operations
+            # they may perform, not the owner's.
+            catalogue.view = self._view
 
     def running(self) -> None:
         """The host runs: schedules fire from now on, with or without clients."""
@@ -203,6 +209,36 @@ class AutomationService:
         if person is not None and person.role == "admin":
             return None
         return f"{identity or 'this connection'} may not {operation} {entry['resource']}: it is {owner}'s"
+
+    def _may(self, client: Client, entry: Mapping[str, Any], operation: str) -> bool:
+        identity = client.identity or ""
+        if self.people is not None and identity.startswith("user:"):
+            person = self.people.named(identity[len("user:") :])
+            if person is None or person.role == "viewer":
+                return False  # a viewer changes nothing, their own automations included
+        return self._refusal(client, entry, operation) is None
+
+    def _narrowed(self, client: Client, entry: Any) -> Any:
+        if not isinstance(entry, Mapping):
+            return entry
+        offered = list(entry.get("operations") or ())
+        mine = [op for op in offered if self._may(client, entry, op)]
+        return entry if mine == offered else {**entry, "operations": mine}
+
+    def _view(self, client: Client, value: Any) -> Any:
+        """The catalogue (a state or an envelope) with the operations ``client`` may do."""
+        if not isinstance(value, Mapping):
+            return value
+        action = value.get("action")
+        if isinstance(action, Mapping):
+            if action.get("type") != "automation/set":
+                return value
+            entry = self._narrowed(client, action.get("automation"))
+            return {**value, "action": {**action, "automation": entry}}
+        entries = value.get("entries")
+        if not isinstance(entries, list):
+            return value
+        return {**value, "entries": [self._narrowed(client, e) for e in entries]}
 
     def _allowed(self, client: Client, entry: Mapping[str, Any], operation: str) -> None:
         reason = self._refusal(client, entry, operation)

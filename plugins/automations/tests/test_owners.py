@@ -115,3 +115,46 @@ async def test_only_the_owner_or_an_admin_changes_runs_or_removes_an_automation(
         assert "rejectionReason" not in await a.answer_to(seq)
         entries = (await a.request("subscribe", {"channel": CATALOGUE}))["snapshot"]["state"]
         assert entries["entries"] == []
+
+
+async def test_each_reader_sees_the_operations_they_may_perform(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    tokens = {
+        name: add(state, name, role)
+        for name, role in (("ann", "admin"), ("bob", "member"), ("carol", "member"))
+    }
+    tokens["vera"] = add(state, "vera", "viewer")
+    plugins: list[tuple[str, object]] = [
+        ("automations", AutomationsPlugin(None)),
+        ("scripted", ScriptedPlugin()),
+        ("users", users_plugin),
+    ]
+    settings = HostSettings(sessions="memory", port=0)
+    async with running_host(plugins, settings=settings, state_dir=state, token=DEPLOYMENT) as host:
+        people = {}
+        for name, token in tokens.items():
+            people[name] = await host.connect(name, token=token)
+            await people[name].initialize(subscriptions=[CATALOGUE])
+        resource = "ahp-automation:/bobs"
+        await create(people["bob"], definition(), resource)
+
+        everything = ["update", "remove", "run"]
+        seen = {name: (await entry_of(c, resource))["operations"] for name, c in people.items()}
+        assert seen == {"ann": everything, "bob": everything, "carol": [], "vera": []}
+
+        # A change reaches each reader with their own operations.
+        seq = await people["bob"].dispatch(
+            CATALOGUE,
+            {"type": "automation/updateRequested", "resource": resource, "changes": {"title": "B"}},
+        )
+        assert "rejectionReason" not in await people["bob"].answer_to(seq)
+        for name, client in people.items():
+            envelope = await client.recv_until(
+                lambda f: (
+                    f.get("method") == "action"
+                    and f["params"]["action"]["type"] == "automation/set"
+                    and f["params"]["action"]["automation"]["definition"]["title"] == "B"
+                )
+            )
+            assert envelope["params"]["action"]["automation"]["operations"] == seen[name], name
+            await client.assert_replay_agrees([CATALOGUE])
