@@ -157,6 +157,11 @@ class RemoteBackend:
 
     async def lookup(self, session_id: str) -> CatalogueRow | None:
         for fresh in (False, True):
+            if fresh:
+                try:  # a machine this host just started to reach may answer in a moment
+                    await self.machine.ready(REOPEN_WAIT)
+                except LinkClosed:
+                    return None
             for summary in await self.machine.sessions(fresh=fresh):
                 row = self._row(summary)
                 if row is not None and row.session_id == session_id:

@@ -377,6 +377,7 @@ class Machine:
             if method == "root/sessionAdded" and isinstance(summary, dict):
                 self.rows = [r for r in self.rows if r.get("resource") != resource]
                 self.rows.insert(0, dict(summary))
+                self._save()
             elif isinstance(summary, dict):
                 for row in self.rows:
                     if row.get("resource") == resource:
@@ -384,6 +385,7 @@ class Machine:
         elif method == "root/sessionRemoved":
             gone = params.get("session")
             self.rows = [r for r in self.rows if r.get("resource") != gone]
+            self._save()
 
     def _envelope(self, envelope: Mapping[str, Any]) -> None:
         seq = envelope.get("serverSeq")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -12,15 +15,20 @@ from remote_support import (
     chat_state,
     client_of,
     inner_command,
+    is_action,
+    machine_of,
     machines_env,
     open_session,
     outer_host,
     root_agents,
     said,
     start_turn,
+    subscribe,
     tools,
     turn_end,
 )
+
+from ahp_remote.link import PipeLink
 
 pytestmark = pytest.mark.anyio
 
@@ -77,3 +85,83 @@ async def test_a_denied_approval_is_relayed(
         assert end["type"] == "chat/turnComplete", end
         state = await chat_state(client, chat)
         assert said(state) == "I will echo it.Not echoing."
+
+
+async def test_a_killed_link_ends_the_turn_and_the_machine_comes_back(
+    stdio_machine: None, outer_state: Path, workdir: Path
+) -> None:
+    async with outer_host(outer_state) as running:
+        client = await client_of(running)
+        _, chat = await open_session(client, workdir)
+        machine = machine_of(running)
+        await start_turn(client, chat, "long")
+        await client.recv_until(is_action("chat/responsePart", chat))
+        link = machine.link
+        assert isinstance(link, PipeLink) and link.process is not None
+        link.process.kill()  # the machine's host dies with its link
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/error"
+        assert f"the link to {MACHINE} dropped mid-turn" in end["part"]["error"]["message"]
+        # A child host is started again, and the session is reopened from its store.
+        await start_turn(client, chat, "hello")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert said(await chat_state(client, chat)) == "hello from the inner host"
+        assert machine.link is not link
+
+
+async def test_the_outer_host_restarts_and_reopens(
+    stdio_machine: None, outer_state: Path, workdir: Path
+) -> None:
+    async with outer_host(outer_state) as running:
+        client = await client_of(running)
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "echo kept")
+        await approve(client, chat)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+    async with outer_host(outer_state) as running:
+        client = await client_of(running)
+        listed = await client.request("listSessions", {"channel": "ahp-root://"})
+        assert session in [row["resource"] for row in listed["items"]]
+        chat = await subscribe(client, session)
+        state = await chat_state(client, chat)
+        assert said(state) == "I will echo it. echo: kept"
+        (call,) = tools(state)
+        assert call["status"] == "completed" and call["confirmed"] == "user-action"
+
+
+async def test_a_machine_that_is_down_is_listed_with_why(
+    outer_state: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fails = [sys.executable, "-c", "import sys; print('no ahp here', file=sys.stderr); sys.exit(3)"]
+    monkeypatch.setenv("AHP_REMOTE_MACHINES", machines_env(**{MACHINE: {"command": fails}}))
+    monkeypatch.setenv("AHP_REMOTE_PROBE_SECONDS", "1")
+    started = time.monotonic()
+    async with outer_host(outer_state) as running:
+        assert time.monotonic() - started < 10
+        client = await client_of(running)
+        agents = await root_agents(client)
+        agent = agents[f"remote-{MACHINE}"]
+        assert agent["displayName"] == MACHINE
+        assert "Not available" in agent["description"]
+        assert "no ahp here" in agent["description"]
+        frame = await client.request_frame(
+            "createSession",
+            {
+                "channel": f"remote-{MACHINE}:/{uuid.uuid4()}",
+                "provider": f"remote-{MACHINE}",
+                "workingDirectories": [workdir.as_uri()],
+            },
+        )
+        assert "not reachable" in frame["error"]["message"]
+
+
+async def test_a_configuration_that_cannot_be_read_is_said_and_the_host_serves(
+    outer_state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AHP_REMOTE_MACHINES", '{"buildbox": {"ssh": "me@buildbox"')
+    async with outer_host(outer_state) as running:
+        client = await client_of(running)
+        agent = (await root_agents(client))["remote"]
+        assert "AHP_REMOTE_MACHINES is not JSON" in agent["description"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "ahp_remote.plugin"]
+    assert line.startswith("AHP_REMOTE_MACHINES is not JSON") and "\n" not in line
