@@ -15,6 +15,11 @@ Hooks are called through pluggy, so ``@hookimpl(tryfirst=True)`` and
 ``trylast=True`` order them, and ``AHP_TRACE_PLUGINS=1`` logs every call.
 Otherwise they run in the order plugins load: the core's own first, then
 plugins handed over explicitly, then installed ones by name.
+
+A startup hook that cannot go on as the plugin is configured (a variable it
+reads is malformed, say) raises ``ahpcore.hookspecs.PluginError`` with a message
+naming what is wrong: ``ahp serve`` stops with that one line, exit code 2, and
+no traceback.
 """
 
 from __future__ import annotations
@@ -43,7 +48,12 @@ if TYPE_CHECKING:
         WorktreesPort,
     )
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+__all__ = ["PROJECT", "PluginError", "hookimpl", "hookspec"]
+
+
+class PluginError(Exception):
+    """A plugin set the host cannot start with; the message names the plugin, or the
+    setting of its that is wrong."""
 
 
 @hookspec

@@ -23,6 +23,7 @@ from typing import Any
 import pluggy
 
 from ahpcore import hookspecs
+from ahpcore.hookspecs import PluginError as PluginError
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,6 @@ class _Found:
     distribution: str | None
     version: str | None = None
     essential: bool = False
-
-
-class PluginError(Exception):
-    """A plugin set the host cannot start with; the message names the plugin."""
 
 
 @dataclass(frozen=True)

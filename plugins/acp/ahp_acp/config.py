@@ -18,13 +18,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ahpcore.hookspecs import PluginError
+
 ENV = "AHP_ACP_AGENTS"
 
 _NAME = re.compile(r"^[a-z][a-z0-9+.-]{0,62}$")
 
 
-class ConfigError(ValueError):
-    """``AHP_ACP_AGENTS`` says something that cannot be run; the message says what."""
+class ConfigError(PluginError, ValueError):
+    """``AHP_ACP_AGENTS`` says something that cannot be run; the message says what.
+
+    Raised as the host starts, it stops ``ahp serve`` with that line alone."""
 
 
 @dataclass(frozen=True)
