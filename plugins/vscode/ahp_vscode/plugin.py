@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from ahp_vscode import artifacts, debuglogs, diagnostics, worktrees
+from ahp_vscode import artifacts, debuglogs, devcontainers, diagnostics, worktrees
 from ahp_vscode.config import ROOT_CONFIG
 from ahpcore.api import PluginHost, file_uri, path_of_file_uri, private_folder
 from ahpcore.hookspecs import hookimpl
@@ -67,10 +67,13 @@ class VSCodePlugin:
         *,
         endpoints: Sequence[diagnostics.Endpoint] = diagnostics.DEFAULT_ENDPOINTS,
         stop: Callable[[], None] = stop_by_signal,
+        docker_seconds: float = devcontainers.DOCKER_SECONDS,
     ) -> None:
+        self.docker_seconds = docker_seconds
         self.endpoints = tuple(endpoints)
         self.stop = stop
         self.detached: worktrees.DetachedWorktrees | None = None
+        self.containers: devcontainers.DevContainers | None = None
         self.host: PluginHost | None = None
         self._stopping = False
         #: Paths of the state files handed out: the only ones ``read_state_file`` serves.
@@ -81,7 +84,7 @@ class VSCodePlugin:
         return dict(ROOT_CONFIG)
 
     @hookimpl
-    def ahp_rpc_methods(self, host: PluginHost, register: Callable[..., None]) -> None:
+    def ahp_rpc_methods(self, host: PluginHost, register: Callable[..., None]) -> Awaitable[None]:
         self.host = host
         register("shutdown", self.shutdown)
         register("getNetworkDiagnosticsInfo", self.network_info)
@@ -106,6 +109,29 @@ class VSCodePlugin:
             register(worktrees.DELETE, detached.delete)
             register(worktrees.RECONCILE, detached.reconcile)
             host.advertise_meta(DETACHED_WORKTREES_FLAG, True)
+        self.containers = containers = devcontainers.DevContainers(
+            host, docker_seconds=self.docker_seconds
+        )
+        register(devcontainers.IS_DOCKER_AVAILABLE, containers.is_docker_available)
+        register(devcontainers.CONNECT, containers.connect)
+        register(devcontainers.DISCONNECT, containers.disconnect)
+        register(devcontainers.STOP, containers.stop)
+        register(devcontainers.REMOVE, containers.remove)
+        register(devcontainers.RELAY_SEND, containers.relay_send)
+        return self._offer_dev_containers(host, containers)
+
+    @staticmethod
+    async def _offer_dev_containers(
+        host: PluginHost, containers: devcontainers.DevContainers
+    ) -> None:
+        # Asked once, as the host starts (bounded by docker_seconds): the window
+        # offers Dev Containers only when this flag says they can be launched.
+        if await containers.can_launch():
+            host.advertise_meta(devcontainers.FLAG, True)
+        else:
+            log.info(
+                "vscode: no Dev Containers here (Docker does not answer, or no devcontainer CLI)"
+            )
 
     # -- shutdown and diagnostics ---------------------------------------------------------
     async def shutdown(self, client: Any, params: Any) -> None:
@@ -149,6 +175,8 @@ class VSCodePlugin:
         # The window opens the state file with resourceRead, and the file lies outside
         # every session's folder, where the files fence would refuse it.
         host.add_resource_reader(self.read_state_file)
+        if self.containers is not None:
+            host.on_disconnect(self.containers.connection_ended)
 
     def read_state_file(self, params: Any) -> Awaitable[dict[str, Any]] | None:
         uri = params.get("uri") if isinstance(params, dict) else None
@@ -206,10 +234,10 @@ def ahp_root_config(host: PluginHost) -> dict[str, Any]:
 
 
 @hookimpl
-def ahp_rpc_methods(host: PluginHost, register: Callable[..., None]) -> None:
+def ahp_rpc_methods(host: PluginHost, register: Callable[..., None]) -> Awaitable[None]:
     # A fresh plugin per host: handles and the shutdown latch are one host's.
     _per_host[host] = plugin = VSCodePlugin()
-    plugin.ahp_rpc_methods(host, register)
+    return plugin.ahp_rpc_methods(host, register)
 
 
 @hookimpl

@@ -30,6 +30,13 @@ WINDOW_METHODS = {
     "vscode/setAgentHostDetachedWorktreeArchived",
     "vscode/deleteAgentHostDetachedWorktree",
     "vscode/reconcileAgentHostDetachedWorktrees",
+    "vscode/removeSessionArtifact",
+    "vscode/devContainers/isDockerAvailable",
+    "vscode/devContainers/connect",
+    "vscode/devContainers/disconnect",
+    "vscode/devContainers/stop",
+    "vscode/devContainers/remove",
+    "vscode/devContainers/relaySend",
 }
 
 
