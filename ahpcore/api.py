@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 #: Where ``PluginHost.automation_event`` goes: (type, event, folder, details).
 AutomationEventSink = Callable[[str, str, str | None, dict[str, Any]], None]
+#: Looks for a trigger's events in folders (``host.look_in_automation_folders``).
+FolderLook = Callable[[list[str]], Awaitable[None]]
 #: What ``PluginHost.on_request`` is told: (the client's clientId or None, method).
 RequestWatcher = Callable[[str | None, str], RequestDone | None]
 #: What ``PluginHost.on_change`` is told: (channel URI, action).
@@ -257,6 +259,7 @@ class PluginHost:
         method_names: Callable[[], list[str]],
         session_store: Callable[[], SessionStore | None] = lambda: None,
         automation_event: AutomationEventSink | None = None,
+        automation_looks: dict[str, FolderLook] | None = None,
         router: Router | None = None,
         initialize_fields: Callable[[], dict[str, Any]] | None = None,
         at_stop: Callable[[StopWork], None] | None = None,
@@ -271,6 +274,7 @@ class PluginHost:
         # Asked when a plugin opens a terminal: the service is built after the plugins.
         self._terminals = terminals
         self._automation_event = automation_event
+        self._automation_looks = automation_looks if automation_looks is not None else {}
         self._router = router
         self._initialize_fields = initialize_fields
         self._at_stop = at_stop
@@ -351,6 +355,18 @@ class PluginHost:
         automations."""
         if self._automation_event is not None:
             self._automation_event(type, event, folder, dict(details or {}))
+
+    def look_in_automation_folders(self, type: str, look: FolderLook) -> None:
+        """Have ``await look(folders)`` called every few seconds while the host runs, with
+        the local folder (first working directory) of every enabled automation that has
+        an event trigger of ``type``, this plugin's own (none: not called).
+
+        For a trigger whose events happen in a folder whether or not a session is open
+        there (a commit landing): ``look`` checks each folder and reports with
+        ``automation_event``. Keep it cheap when nothing moved; an exception is logged
+        and the next look comes as usual. One look per type: a second replaces it.
+        """
+        self._automation_looks[type] = look
 
     def at_stop(self, work: StopWork) -> None:
         """Run ``work()`` (awaited when it returns an awaitable) when the host stops,

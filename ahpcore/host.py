@@ -108,6 +108,8 @@ class Host:
         self.users: UsersService | None = None
         #: What plugins asked to run when the host stops (``PluginHost.at_stop``).
         self._at_stop: list[Callable[[], Any]] = []
+        #: Each event trigger type -> what looks for its events in automations' folders.
+        self._automation_looks: dict[str, Any] = {}
         self._started = False
 
     # -- startup -------------------------------------------------------------------
@@ -126,6 +128,7 @@ class Host:
             method_names=lambda: list(router.routes),
             session_store=lambda: self.session_store,
             automation_event=self._automation_event,
+            automation_looks=self._automation_looks,
             router=router,
             initialize_fields=lambda: self._protocol_or_fail.initialize_fields,
             at_stop=self._at_stop.append,
@@ -214,6 +217,7 @@ class Host:
                 self.sessions,
                 self._automation_triggers,
                 people=users,
+                looks=self._automation_looks,
             )
             self._add_service("automations", self.automations)
             assert self.protocol is not None

@@ -78,6 +78,10 @@ ACTIVE = ("pending", "running")
 OWNER_KEY = "ahp.owner"
 #: Ask the plugins for trigger definitions: query -> every answer, listed.
 TriggerSource = Callable[[dict[str, Any]], Awaitable[list[dict[str, Any]]]]
+#: Looks for a trigger type's events in folders (``PluginHost.look_in_automation_folders``).
+FolderLook = Callable[[list[str]], Awaitable[None]]
+#: How often each plugin's look goes over the folders of automations with its trigger.
+LOOK_SECONDS = 2.0
 
 
 def now_iso() -> str:
@@ -112,8 +116,11 @@ class AutomationService:
         sessions: SessionManager | None,
         triggers: TriggerSource,
         people: UsersPort | None = None,
+        looks: Mapping[str, FolderLook] | None = None,
     ) -> None:
         self.engine = engine
+        #: Event trigger type -> the plugin's look for its events in automations' folders.
+        self._looks = looks if looks is not None else {}
         #: ahp-users' port when installed: automations then have owners.
         self.people = people
         self.tasks = tasks
@@ -154,6 +161,44 @@ class AutomationService:
     def running(self) -> None:
         """The host runs: schedules fire from now on, with or without clients."""
         self.tasks.spawn(self.port.schedule, name="the automations' schedules")
+        self.tasks.spawn(self._look, name="looking for events in automations' folders")
+
+    def event_folders(self, kind: str) -> list[str]:
+        """The first local folder of every enabled automation with an event trigger of
+        type ``kind``, each once."""
+        found: list[str] = []
+        for entry in self._entries():
+            definition = entry.get("definition") or {}
+            if not definition.get("enabled") or not any(
+                t.get("kind") == "event" and t.get("type") == kind
+                for t in definition.get("triggers") or ()
+            ):
+                continue
+            template = definition.get("session") or {}
+            folder = uris.first_local_path(list(template.get("workingDirectories") or ()))
+            if folder is not None and folder not in found:
+                found.append(folder)
+        return found
+
+    async def _look(self) -> None:
+        """Every few seconds, each plugin's look over the folders its trigger is set on.
+
+        Polling a handful of folders, rather than a watcher per folder: the look
+        decides how cheap it is (ahp-git compares a few file stamps), and a folder
+        costs nothing while no automation names it.
+        """
+        while True:
+            await anyio.sleep(LOOK_SECONDS)
+            for kind, look in list(self._looks.items()):
+                folders = self.event_folders(kind)
+                if not folders:
+                    continue
+                try:
+                    await look(folders)
+                except Exception:
+                    log.exception(
+                        "looking for %s events in %d folder(s) failed", kind, len(folders)
+                    )
 
     # -- channels ------------------------------------------------------------------------
     @staticmethod

@@ -94,3 +94,43 @@ async def test_a_commit_on_the_branch_runs_the_automation_once(tmp_path: Path) -
         git(folder, "checkout", "-q", "-b", "other", "HEAD~1")
         await anyio.sleep(1.0)
         assert len((await entry_of(client, AUTOMATION))["runs"]) == 1
+
+
+async def test_a_commit_with_no_session_open_in_the_folder_runs_it(tmp_path: Path) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    commit(folder, "a.txt")
+    async with host(tmp_path / "state", extra=(("git", git_plugin),)) as (running, _, _):
+        client = await running.connect()
+        await client.initialize(subscriptions=[CATALOGUE])
+        trigger = {
+            "id": "landed",
+            "kind": "event",
+            "type": "ahp.git",
+            "title": "?",
+            "events": [{"id": "commitLanded", "title": "?"}],
+        }
+        body = definition(
+            session={"provider": "scripted", "workingDirectories": [file_uri(str(folder))]},
+            triggers=[trigger],
+        )
+        await create(client, body, AUTOMATION)
+        # The host reads the folder once before anything lands: that reading is no landing.
+        await anyio.sleep(2.5)
+        assert (await entry_of(client, AUTOMATION))["runs"] == []
+        assert running.host.sessions is not None and not running.host.sessions.sessions
+
+        landed = commit(folder, "b.txt")
+
+        async def ran() -> list[dict[str, Any]] | None:
+            runs = (await entry_of(client, AUTOMATION))["runs"]
+            return runs or None
+
+        runs = await until(ran, timeout=15)
+        assert runs[0]["origin"]["event"] == {
+            "type": "ahp.git",
+            "id": "commitLanded",
+            "branch": "main",
+            "commit": landed,
+        }

@@ -17,7 +17,10 @@ def ahp_changes(host: PluginHost) -> GitChanges:
         host.automation_event(landed.TRIGGER, landed.COMMIT_LANDED, folder=folder, details=details)
 
     # The folders of the sessions open now: where the before side of an edit may be read.
-    return GitChanges(lambda: set(host.session_folders().values()), tell)
+    port = GitChanges(lambda: set(host.session_folders().values()), tell)
+    # And the folders automations watch for commits, open session or not.
+    host.look_in_automation_folders(landed.TRIGGER, port.look_for_landings)
+    return port
 
 
 @hookimpl

@@ -242,6 +242,10 @@ class GitChanges:
         ):
             moved()
 
+    async def look_for_landings(self, folders: list[str]) -> None:
+        """The folders automations with the commit trigger name: commits landed there?"""
+        await self.landings.look(folders, self._repo)
+
     async def facts(self, directory: str) -> Mapping[str, Any] | None:
         repo = await self._repo(directory)
         if repo is None:
