@@ -29,10 +29,15 @@ ROOT_CONFIG: dict[str, dict[str, Any]] = {
         + _KEPT,
         "enum": ["all", "error", "crash", "off"],
     },
-    "terminalAutoApproveEnabled": _flag("Terminal auto-approve"),
+    "terminalAutoApproveEnabled": _flag(
+        "Terminal auto-approve",
+        "Whether terminalAutoApproveRules apply: a !command one of them denies is refused.",
+    ),
     "terminalAutoApproveRules": _object(
         "Terminal auto-approve rules",
-        "Command patterns VS Code approves (true), refuses (false) or asks about (null). " + _KEPT,
+        "Command patterns VS Code approves (true), denies (false) or leaves alone (null), "
+        "as chat.tools.terminal.autoApprove spells them. With terminalAutoApproveEnabled, "
+        "a !command a deny rule names is refused, saying which rule.",
     ),
     "disableRepoInfoTelemetry": _flag("No repository telemetry"),
     "workspaceTrust": _object("Workspace trust", "Folders the VS Code window trusts. " + _KEPT),

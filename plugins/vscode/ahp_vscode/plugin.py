@@ -18,10 +18,11 @@ from typing import Any
 
 import anyio
 
-from ahp_vscode import artifacts, debuglogs, devcontainers, diagnostics, worktrees
+from ahp_vscode import artifacts, autoapprove, debuglogs, devcontainers, diagnostics, worktrees
 from ahp_vscode.config import ROOT_CONFIG
 from ahpcore.api import PluginHost, file_uri, path_of_file_uri, private_folder
 from ahpcore.hookspecs import hookimpl
+from ahpcore.lifecycle import TurnStart
 from ahpcore.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -38,6 +39,8 @@ DETACHED_WORKTREES_FLAG = "vscode.detachedWorktrees"
 STATE_FILE = "vscode/getAgentHostSessionStateFile"
 #: ``_meta`` flag: ``vscode/getAgentHostSessionStateFile`` takes a chat other than the default.
 STATE_FILE_CHAT_FLAG = "vscode.getAgentHostSessionStateFile.chat"
+#: What a person types before a shell command on a session (initialize's terminalCommandPrefix).
+COMMAND_PREFIX = "!"
 #: Long enough for the answer to ``shutdown`` to leave before the host stops.
 SHUTDOWN_DELAY = 0.2
 
@@ -170,6 +173,32 @@ class VSCodePlugin:
         self._state_files.add(str(path))
         return {"resource": file_uri(str(path))}
 
+    @hookimpl(tryfirst=True)
+    def ahp_turn_starting(self, start: TurnStart) -> None:
+        """A ``!command`` a deny rule of the window's names is refused, saying which rule.
+
+        Only a deny rule stops one: a person typed it, which is approval enough for
+        a command no rule denies (VS Code would ask; a typed command has no step
+        that asks). The terminals service runs every other one, as before.
+        """
+        host = self.host
+        if host is None or "terminals" not in host.ports or start.turn.resume:
+            return None
+        text = start.turn.text.strip()
+        command = text[len(COMMAND_PREFIX) :].strip()
+        if not text.startswith(COMMAND_PREFIX) or not command:
+            return None
+        if host.root_config(autoapprove.ENABLED_KEY) is not True:
+            return None
+        verdict = autoapprove.judge(command, host.root_config(autoapprove.RULES_KEY))
+        if verdict.result == "denied":
+            log.info("vscode: a !command was refused by the rule %s", verdict.rule)
+            raise RuntimeError(
+                f"{verdict.reason} (terminalAutoApproveRules, pushed by VS Code): it was not "
+                "run; change the rule in VS Code's chat.tools.terminal.autoApprove to run it"
+            )
+        return None
+
     @hookimpl
     def ahp_host_started(self, host: PluginHost) -> None:
         # The window opens the state file with resourceRead, and the file lies outside
@@ -245,3 +274,12 @@ def ahp_host_started(host: PluginHost) -> None:
     plugin = _per_host.get(host)
     if plugin is not None:
         plugin.ahp_host_started(host)
+
+
+@hookimpl(tryfirst=True)
+def ahp_turn_starting(start: TurnStart) -> None:
+    # The host whose session it is: several hosts may run in one process.
+    for host, plugin in list(_per_host.items()):
+        if host.is_open_session(start.session):
+            return plugin.ahp_turn_starting(start)
+    return None
