@@ -45,7 +45,13 @@ from ahpcore.sessions.calls import call, pausing
 from ahpcore.sessions.folders import ENV_REACH, REACH_MACHINE, home_folder, too_wide
 from ahpcore.sessions.turns import TurnRecorder
 from ahpcore.settings import HostSettings
-from ahpcore.store.private import private_folder, private_sqlite, tighten_sqlite, write_private
+from ahpcore.store.private import (
+    PrivateJsonFile,
+    private_folder,
+    private_sqlite,
+    tighten_sqlite,
+    write_private,
+)
 from ahpcore.tasks import Tasks, Work
 
 if TYPE_CHECKING:
@@ -84,6 +90,7 @@ __all__ = [
     "HostTerminal",
     "NoTerminals",
     "PluginHost",
+    "PrivateJsonFile",
     "Stream",
     "TurnRecorder",
     "escape",

@@ -10,9 +10,18 @@ existing one left wider by an older version is tightened when next written.
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+log = logging.getLogger(__name__)
 
 #: Modes of every folder and file under the state folder.
 FOLDER_MODE = 0o700
@@ -90,3 +99,43 @@ def tighten_sqlite(path: Path) -> None:
     """Set 0600 on a database and each companion file that exists."""
     for suffix in SQLITE_SUFFIXES:
         _tighten(f"{path}{suffix}", FILE_MODE)
+
+
+class PrivateJsonFile:
+    """A small JSON object a plugin keeps under the state folder, owner-only: read once as
+    the plugin starts, written whole at each change.
+
+    ``read()`` answers ``{}`` when the file is missing, and when it cannot be read or
+    holds no JSON object (that is logged): the plugin starts without what it kept
+    rather than not at all. ``await save(data)`` writes through ``write_private`` in a
+    worker thread, one save after another, shielded from cancellation, so what a
+    cancelled turn ended with is written too. A None path keeps nothing.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._lock = anyio.Lock()
+
+    def read(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            log.warning("could not read %s; starting without it", self.path, exc_info=True)
+            return {}
+        if not isinstance(data, dict):
+            log.warning("%s holds no JSON object; starting without it", self.path)
+            return {}
+        return data
+
+    async def save(self, data: Mapping[str, Any]) -> None:
+        if self.path is None:
+            return
+        # Made where it is called (the event loop, which changes the data), written in a thread.
+        text = json.dumps(data, indent=1)
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await anyio.to_thread.run_sync(write_private, self.path, text)

@@ -7,17 +7,13 @@ rebuilt after a restart keeps them.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
-
-from ahpcore.api import write_private
+from ahpcore.api import PrivateJsonFile
 
 log = logging.getLogger(__name__)
 
@@ -60,46 +56,25 @@ class Records:
     """Every chat's link, and what pi said of itself last; in memory, saved whole."""
 
     def __init__(self, path: Path | None) -> None:
-        self.path = path
+        self.file = PrivateJsonFile(path)
         self.links: dict[str, Link] = {}
-        self.learned: dict[str, Any] = {}
-        self._lock = anyio.Lock()
-        self._load()
-
-    def _load(self) -> None:
-        if self.path is None:
-            return
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError):
-            log.warning("could not read %s; starting without it", self.path, exc_info=True)
-            return
+        data = self.file.read()
         for backend_id, link in (data.get("links") or {}).items():
             try:
                 self.links[backend_id] = Link.from_json(link)
             except TypeError:
-                log.warning("%s: chat %s is not in a shape this host reads", self.path, backend_id)
-        self.learned = dict(data.get("learned") or {})
+                log.warning("%s: chat %s is not in a shape this host reads", path, backend_id)
+        self.learned: dict[str, Any] = dict(data.get("learned") or {})
 
     def by_pi_id(self, pi_id: str) -> Link | None:
         # list(): worker threads read while the event loop may add a link.
         return next((link for link in list(self.links.values()) if link.pi_id == pi_id), None)
 
     async def save(self) -> None:
-        """Write the file (made on the event loop, written in a worker thread)."""
-        if self.path is None:
-            return
-        text = json.dumps(
+        await self.file.save(
             {
                 "version": VERSION,
                 "learned": self.learned,
                 "links": {k: v.to_json() for k, v in self.links.items()},
-            },
-            indent=1,
+            }
         )
-        # Shielded: a turn's ending is written even when a cancel ended it.
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                await anyio.to_thread.run_sync(write_private, self.path, text)

@@ -9,17 +9,13 @@ lists them before the agent runs again.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.to_thread
-
-from ahpcore.api import write_private
+from ahpcore.api import PrivateJsonFile
 
 log = logging.getLogger(__name__)
 
@@ -60,50 +56,24 @@ class ChatRecord:
 
 
 class Records:
-    """The chats of one agent, and what it advertised; in memory, saved whole on change.
-
-    Read once; every save writes the whole file through an owner-only temporary
-    file and a rename (``write_private``).
-    """
+    """The chats of one agent, and what it advertised; in memory, saved whole on change."""
 
     def __init__(self, path: Path | None) -> None:
-        self.path = path
+        self.file = PrivateJsonFile(path)
         self.chats: dict[str, ChatRecord] = {}
-        self.learned: dict[str, Any] = {}
-        self._lock = anyio.Lock()
-        self._load()
-
-    def _load(self) -> None:
-        if self.path is None:
-            return
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError):
-            log.warning("could not read %s; starting without it", self.path, exc_info=True)
-            return
+        data = self.file.read()
         for backend_id, chat in (data.get("chats") or {}).items():
             try:
                 self.chats[backend_id] = ChatRecord.from_json(chat)
             except TypeError:
-                log.warning("%s: chat %s is not in a shape this host reads", self.path, backend_id)
-        self.learned = dict(data.get("learned") or {})
+                log.warning("%s: chat %s is not in a shape this host reads", path, backend_id)
+        self.learned: dict[str, Any] = dict(data.get("learned") or {})
 
     async def save(self) -> None:
-        """Write the file: made on the event loop (the records are changed there), written
-        in a worker thread, one save after another."""
-        if self.path is None:
-            return
-        text = json.dumps(
+        await self.file.save(
             {
                 "version": VERSION,
                 "learned": self.learned,
                 "chats": {k: c.to_json() for k, c in self.chats.items()},
-            },
-            indent=1,
+            }
         )
-        # Shielded: a turn's ending is written even when a cancel ended it.
-        with anyio.CancelScope(shield=True):
-            async with self._lock:
-                await anyio.to_thread.run_sync(write_private, self.path, text)
