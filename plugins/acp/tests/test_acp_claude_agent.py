@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from acp_support import acp_host, chat_state, is_action, parts, start_turn, turn_end
 
-from ahpcore.testing import AhpTestClient, RunningHost
+from ahpcore.testing import AhpTestClient, BackendUnderTest, RunningHost, backend_checks
 
 ROOT = Path(__file__).resolve().parents[3]
 CLAUDE_TESTS = ROOT / "plugins" / "claude" / "tests"
 if str(CLAUDE_TESTS) not in sys.path:
     sys.path.append(str(CLAUDE_TESTS))
 
-from anthropic_server import AnthropicServer, ToolUse, reply  # noqa: E402
+from anthropic_server import AnthropicServer, Hold, Text, ToolUse, reply  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -148,3 +148,16 @@ async def test_the_claude_adapter_asks_before_a_shell_command_and_runs_it_once_a
         # The command's output went back to the model as the tool's result.
         [result] = api.main_requests()[-1].tool_results()
         assert "done" in json.dumps(result["content"])
+
+
+#: The adapter through the backend conformance suite: any message is answered with
+#: text, "slow" streams until the turn is cancelled.
+CLAUDE_ACP = BackendUnderTest(provider=PROVIDER, host=acp_host, prompt="hello", slow_prompt="slow")
+
+
+@backend_checks()
+async def test_the_claude_adapter_passes_the_conformance_suite(
+    check: Any, claude_acp: None, api: AnthropicServer, tmp_path: Path
+) -> None:
+    api.script(reply(Text("Working on it, slowly", hold=Hold()), match="slow"))
+    await check(CLAUDE_ACP, tmp_path)
