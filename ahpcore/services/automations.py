@@ -527,32 +527,32 @@ class AutomationService:
     async def _creation_failed(
         self, run: str, session_uri: str, entry: Mapping[str, Any], error: dict[str, Any]
     ) -> None:
-        """The run's session could not be made: its channel stays, ``session/creationFailed``.
+        """The run's session could not be made: it is kept as a failed session, linked.
 
-        The session machinery drops a session it could not make, so nobody could read
-        why; the run's session is kept here, in memory, as a session that failed to
-        start, and linked from the run, so a client opening the run sees what happened.
+        The session machinery drops a session a client asked for and could not make
+        (the client hears why in the answer); nobody asked for this one, so it is kept
+        with ``session/creationFailed`` (listed, readable after a restart, disposable)
+        and linked from the run, so whoever opens the run sees what happened.
         """
-        if session_uri in self.engine.channels:
-            return
-        definition = entry.get("definition") or {}
-        template = definition.get("session") or {}
-        state: dict[str, Any] = {
-            "provider": session_uri.partition(":")[0],
-            "title": str(definition.get("title") or ""),
-            "status": states.flags(states.STATUS_IDLE, is_read=True, is_archived=False),
-            "lifecycle": "creating",
-            "activeClients": [],
-            "chats": [],
-            "origin": {"kind": "automation", "automation": entry["resource"], "run": run},
-        }
-        if template.get("workingDirectories"):
-            state["workingDirectories"] = list(template["workingDirectories"])
-        owner = (entry.get("_meta") or {}).get(OWNER_KEY)
-        if owner is not None:
-            state["_meta"] = {OWNER_KEY: owner}
-        self.engine.add_channel(session_uri, "session", state)
-        self.engine.apply(session_uri, {"type": "session/creationFailed", "error": dict(error)})
+        assert self.sessions is not None
+        if session_uri not in self.engine.channels:
+            definition = entry.get("definition") or {}
+            template = definition.get("session") or {}
+            state: dict[str, Any] = {
+                "provider": session_uri.partition(":")[0],
+                "title": str(definition.get("title") or ""),
+                "status": states.flags(states.STATUS_IDLE, is_read=True, is_archived=False),
+                "lifecycle": "creating",
+                "activeClients": [],
+                "chats": [],
+                "origin": {"kind": "automation", "automation": entry["resource"], "run": run},
+            }
+            if template.get("workingDirectories"):
+                state["workingDirectories"] = list(template["workingDirectories"])
+            owner = (entry.get("_meta") or {}).get(OWNER_KEY)
+            if owner is not None:
+                state["_meta"] = {OWNER_KEY: owner}
+            await self.sessions.keep_failed(session_uri, state, error)
         await self._change(
             run,
             [
@@ -662,8 +662,8 @@ class AutomationService:
     @hookimpl
     async def ahp_session_disposing(self, session: str) -> None:
         """A run's session is going: the run stops pointing at a channel nobody can open."""
-        live = self.sessions.session_by_uri(session) if self.sessions is not None else None
-        origin = (live.state.get("origin") or {}) if live is not None else {}
+        channel = self.engine.channels.get(session)
+        origin = (channel.state.get("origin") or {}) if channel is not None else {}
         run = origin.get("run") if origin.get("kind") == "automation" else None
         if not isinstance(run, str) or await self.engine.open_channel(run) is None:
             return

@@ -30,6 +30,7 @@ from ahpcore.awaitables import resolve
 from ahpcore.ports.backend import Backend, CataloguePage, CatalogueRow
 from ahpcore.protocol import uris
 from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
+from ahpcore.reducers._helpers import STATUS_ERROR
 from ahpcore.sessions import calls
 from ahpcore.sessions import state as states
 from ahpcore.store.private import private_sqlite, tighten_sqlite
@@ -117,7 +118,7 @@ def summary_of(
     """A ``SessionSummary`` from what the backend lists and what this host keeps."""
     uri = host.get("uri") or uris.session_uri(provider, session_id)
     status = states.flags(
-        states.STATUS_IDLE,
+        STATUS_ERROR if host.get("lifecycle") == "failed" else states.STATUS_IDLE,
         is_read=host.get("isRead", True),
         is_archived=host.get("isArchived", False),
     )
@@ -140,6 +141,26 @@ def summary_of(
     if kept := states.kept_meta(host):
         summary["_meta"] = kept
     return summary
+
+
+def host_half(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the index keeps of a session's store record (its host half)."""
+    host = {
+        key: record.get(key)
+        for key in ("uri", "title", "isRead", "isArchived", "createdAt", "modifiedAt")
+        if record.get(key) is not None
+    }
+    host["workingDirectories"] = list(record.get("workingDirectories") or [])
+    if isinstance(record.get("origin"), Mapping):
+        host["origin"] = dict(record["origin"])
+    if record.get("lifecycle") == "failed":
+        host["lifecycle"] = "failed"  # a session that could not be made (see FailedSessions)
+    if kept := states.kept_meta(record):
+        host["_meta"] = kept
+    if record.get("annotations"):
+        counts = states.annotations_summary("", record["annotations"])
+        host["annotations"] = {k: v for k, v in counts.items() if k != "resource"}
+    return host
 
 
 def annotations_of(uri: str, host: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,19 +258,7 @@ class CatalogueIndex:
     # -- what this host keeps ------------------------------------------------------
     async def saved(self, session_id: str, provider: str, record: Mapping[str, Any]) -> None:
         """A session's record was saved: its host half and its chats follow."""
-        host = {
-            key: record.get(key)
-            for key in ("uri", "title", "isRead", "isArchived", "createdAt", "modifiedAt")
-            if record.get(key) is not None
-        }
-        host["workingDirectories"] = list(record.get("workingDirectories") or [])
-        if isinstance(record.get("origin"), Mapping):
-            host["origin"] = dict(record["origin"])
-        if kept := states.kept_meta(record):
-            host["_meta"] = kept
-        if record.get("annotations"):
-            counts = states.annotations_summary("", record["annotations"])
-            host["annotations"] = {k: v for k, v in counts.items() if k != "resource"}
+        host = host_half(record)
         chats = [c["uri"] for c in record.get("chats", []) if isinstance(c.get("uri"), str)]
         modified = str(record.get("modifiedAt", ""))
 
@@ -540,6 +549,20 @@ class CatalogueIndex:
         rows = rows[:limit] if limit is not None else rows
         next_cursor = self.cursors.issue(rows[-1][2], rows[-1][0]) if more and rows else None
         return items, next_cursor
+
+    async def failed(self) -> dict[str, str]:
+        """Sessions that could not be made, kept to be read: session id -> provider."""
+        rows = await self._do(
+            lambda db: db.execute(
+                "SELECT id, provider, host_row FROM catalogue "
+                'WHERE backend_row IS NULL AND host_row LIKE \'%"lifecycle": "failed"%\''
+            ).fetchall()
+        )
+        return {
+            session_id: provider
+            for session_id, provider, host in rows
+            if json.loads(host).get("lifecycle") == "failed"
+        }
 
     async def get(self, session_id: str) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
         """(provider, what its backend listed, what this host keeps) for one session."""

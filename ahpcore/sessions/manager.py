@@ -45,6 +45,7 @@ from ahpcore.sessions.annotations import SessionAnnotations
 from ahpcore.sessions.auth import Authenticator
 from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
+from ahpcore.sessions.failed import FailedSessions
 from ahpcore.sessions.folders import check_folders
 from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import LiveChat, LiveSession
@@ -103,6 +104,8 @@ class SessionManager:
         self.index = CatalogueIndex(Path(path) if path is not None else None)
         #: Sessions whose record the index holds.
         self._indexed_ids: set[str] = set()
+        #: Sessions that could not be made, kept to be read and disposed of.
+        self.failed = FailedSessions(engine, store, self.index)
         registry.on_saved = self._indexed
         registry.on_saving = lambda session: self._unsettle(session.id)
         #: Set once what an unclean stop left unindexed is indexed (see ``_recovered``).
@@ -221,6 +224,9 @@ class SessionManager:
                 session_id = uris.session_id_of(uri)
             except ValueError:
                 return None
+            failed = await self.failed.open(session_id)
+            if failed is not None:
+                return failed
             session = await self._reopen(session_id)
             return session.channel if session else None
         encoded = uris.session_of_default_chat(uri)
@@ -349,7 +355,10 @@ class SessionManager:
         for session in list(self.sessions.values()):
             if session.id not in self._indexed_ids:
                 await self._indexed(session, self.registry.record_of(session))
-        items, next_cursor = await self.index.page(self.backends, limit, params.get("cursor"))
+        failed = await self.failed.known()
+        # A failed session is listed even when its provider is no longer served.
+        providers = [*self.backends, *sorted(set(failed.values()) - set(self.backends))]
+        items, next_cursor = await self.index.page(providers, limit, params.get("cursor"))
         for backend in behind:
             self.registry.spawn(self.index.refresh_later, backend, name="refreshing the catalogue")
         # A live session answers for itself: its state is newer than any row.
@@ -359,7 +368,9 @@ class SessionManager:
             live.get(item["resource"], item)
             for item in items
             # A past session of a backend that cannot list (or reopen) it is not offered.
-            if item["resource"] in live or item["provider"] in listing_providers
+            if item["resource"] in live
+            or item["provider"] in listing_providers
+            or _session_id(item["resource"]) in failed
         ]
         if len(items) > 1000:
             # Each pass over ten thousand rows takes milliseconds: other clients go between.
@@ -600,9 +611,24 @@ class SessionManager:
             child.channel.state = state
             self.follow.sync_row(child)
 
+    async def keep_failed(
+        self, uri: str, state: Mapping[str, Any], error: Mapping[str, Any]
+    ) -> None:
+        """A session made with nobody asking (an automation's run) could not be made:
+        ``state`` (what it was while being made) goes through ``session/creationFailed``
+        and is kept, listed and announced, to be read and disposed of like any other."""
+        await self.failed.keep(uri, state, error)
+
     async def dispose_session(self, client: Client, params: dict[str, Any]) -> None:
         uri = params["channel"]
         session = self.registry.session_by_uri(uri)
+        if session is None:
+            failed = await self.failed.channel(uri)
+            if failed is not None:
+                await self.lifecycle.session_disposing(failed.uri)
+                await self.failed.dispose(failed.uri)
+                await self.lifecycle.session_disposed(failed.uri, None)
+                return
         if session is None:
             session = await self.reopen_for(uri)
         folder = uris.first_local_path(list(session.working_directories))
@@ -663,3 +689,10 @@ class SessionManager:
             for ask in list(session.asks.values()):
                 if ask.kind == "toolAuthentication" and ask.resource == resource:
                     ask.settle(token)
+
+
+def _session_id(uri: str) -> str | None:
+    try:
+        return uris.session_id_of(uri)
+    except ValueError:
+        return None
