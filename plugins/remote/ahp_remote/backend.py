@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ahp_remote.chat import RemoteChat, plain, tool_content
 from ahp_remote.config import machine_provider, provider_name
@@ -34,6 +34,9 @@ from ahpcore.ports.backend import (
     TurnReporter,
 )
 from ahpcore.protocol import default_chat_uri, session_id_of
+
+if TYPE_CHECKING:
+    from ahpcore.api import PluginHost
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +69,12 @@ class RemoteBackend:
         resume=True, list_sessions=True, delete=True, rename=True, multiple_chats=False
     )
 
-    def __init__(self, machine: Machine, remote_provider: str) -> None:
+    def __init__(
+        self, machine: Machine, remote_provider: str, host: PluginHost | None = None
+    ) -> None:
         self.machine = machine
+        #: Where a remote terminal's mirror is opened (none: terminals are named, not shown).
+        self.host = host
         self.remote_provider = remote_provider
         self.provider = provider_name(machine.spec.name, remote_provider)
         self.live: dict[str, RemoteChat] = {}
@@ -120,7 +127,7 @@ class RemoteBackend:
             raise RuntimeError(str(exc)) from None
         if machine.remote_agent(self.remote_provider) is None:
             raise RuntimeError(f"{machine.title} does not offer {self.remote_provider} now")
-        chat = RemoteChat(machine, self.remote_provider, start)
+        chat = RemoteChat(machine, self.remote_provider, start, self.host)
         try:
             await chat.open(create=not start.resume)
         except RemoteError as exc:

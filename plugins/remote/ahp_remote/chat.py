@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ahp_remote.link import LinkClosed
+from ahp_remote.terminals import Mirrors
 from ahpcore.api import escape
 from ahpcore.ports.backend import (
     Approval,
@@ -41,6 +42,7 @@ from ahpcore.protocol import default_chat_uri
 
 if TYPE_CHECKING:
     from ahp_remote.machine import Machine
+    from ahpcore.api import PluginHost
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +75,13 @@ def tool_input(value: Any) -> str | None:
     return json.dumps(value)
 
 
-def tool_content(items: Sequence[Any] | None, machine: str) -> list[dict[str, Any]] | None:
-    """A remote tool result's content as this host may show it: data kept, links named."""
+def tool_content(
+    items: Sequence[Any] | None,
+    machine: str,
+    terminal: Callable[[str], str | None] = lambda uri: None,
+) -> list[dict[str, Any]] | None:
+    """A remote tool result's content as this host may show it: data kept, links named,
+    a terminal mirrored here (``terminal`` answers its URI here) pointing at the mirror."""
     if items is None:
         return None
     shown: list[dict[str, Any]] = []
@@ -85,7 +92,13 @@ def tool_content(items: Sequence[Any] | None, machine: str) -> list[dict[str, An
         if kind in _KEPT_CONTENT:
             shown.append(dict(item))
         elif kind == "terminal":
-            shown.append({"type": "text", "text": f"(terminal on {machine}: {item.get('title')})"})
+            here = terminal(str(item.get("resource")))
+            if here is not None:
+                shown.append({**item, "resource": here})
+            else:
+                shown.append(
+                    {"type": "text", "text": f"(terminal on {machine}: {item.get('title')})"}
+                )
         elif kind == "subagent":
             shown.append({"type": "text", "text": f"(subagent on {machine}: {item.get('title')})"})
         elif kind == "fileEdit":
@@ -206,7 +219,9 @@ class TurnRelay:
                 call_id,
                 success=bool(result.get("success")),
                 past_tense_message=plain(result.get("pastTenseMessage")),
-                content=tool_content(result.get("content"), self.chat.machine.title),
+                content=tool_content(
+                    result.get("content"), self.chat.machine.title, self.chat.mirrors.local_uri
+                ),
                 error=str(error.get("message")) if isinstance(error, Mapping) else None,
             )
         elif kind == "chat/inputRequested":
@@ -322,13 +337,23 @@ class SessionWatch:
 class RemoteChat:
     """The agent behind the default chat of a session that runs on a remote host."""
 
-    def __init__(self, machine: Machine, remote_provider: str, start: ChatStart) -> None:
+    #: A ``!command`` typed here is the remote's to run (see ``ahp_remote.plugin``).
+    runs_commands_remotely = True
+
+    def __init__(
+        self,
+        machine: Machine,
+        remote_provider: str,
+        start: ChatStart,
+        host: PluginHost | None = None,
+    ) -> None:
         self.machine = machine
         self.remote_provider = remote_provider
         self.start = start
         self.session_uri = f"{remote_provider}:/{start.session_id}"
         self.chat_uri = default_chat_uri(self.session_uri)
         self.relays: dict[str, TurnRelay] = {}
+        self.mirrors = Mirrors(host, machine, self.session_uri, start.chat_uri)
         #: Remote turn ids this chat has taken, so a replay or a snapshot tells none twice.
         self.seen: set[str] = set()
         self._session = SessionWatch(self)
@@ -354,6 +379,8 @@ class RemoteChat:
             raise
         self._watching = True
         self.note(chat)
+        machine.terminal_listeners.append(self.mirrors.sync)
+        self.mirrors.sync()
         report = self.start.report
         if report is not None and session.get("title"):
             report.title(str(session["title"]))
@@ -428,6 +455,9 @@ class RemoteChat:
         self.forget()
         for relay in list(self.relays.values()):
             relay.stop()
+        if self.mirrors.sync in self.machine.terminal_listeners:
+            self.machine.terminal_listeners.remove(self.mirrors.sync)
+        await self.mirrors.close()
         if self._watching:
             self._watching = False
             await self.machine.unwatch(self.chat_uri, self)

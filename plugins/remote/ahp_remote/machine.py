@@ -71,6 +71,9 @@ class Machine:
         self.cache = cache
         #: The remote's ``AgentInfo`` dicts, as its root channel has them.
         self.agents: list[dict[str, Any]] = []
+        #: The remote's terminals (``TerminalInfo`` dicts), as its root channel lists them.
+        self.terminals: list[dict[str, Any]] = []
+        self.terminal_listeners: list[Callable[[], None]] = []
         #: The remote's sessions (``SessionSummary`` rows) as last listed.
         self.rows: list[dict[str, Any]] = []
         self.listed_at = 0.0
@@ -358,6 +361,7 @@ class Machine:
             self._seq = int(seq)
         if uri == ROOT_CHANNEL and isinstance(state, dict):
             self._agents(state.get("agents") or [])
+            self._terminals(state.get("terminals") or [])
             return
         for watcher in list(self._watchers.get(str(uri), ())):
             watcher.reset(dict(state) if isinstance(state, dict) else None)
@@ -367,6 +371,14 @@ class Machine:
         if found != self.agents:
             self.agents = found
             self._save()
+
+    def _terminals(self, terminals: list[Any]) -> None:
+        self.terminals = [dict(t) for t in terminals if isinstance(t, dict)]
+        for listener in list(self.terminal_listeners):
+            try:
+                listener()
+            except Exception:
+                log.exception("telling of the terminals of %s failed", self.title)
 
     def _notified(self, method: str, params: dict[str, Any]) -> None:
         if method == "action":
@@ -409,6 +421,8 @@ class Machine:
             if action.get("type") == "root/agentsChanged":
                 self._agents(action.get("agents") or [])
                 self._tell()
+            elif action.get("type") == "root/terminalsChanged":
+                self._terminals(action.get("terminals") or [])
             return
         origin = envelope.get("origin")
         for watcher in list(self._watchers.get(str(channel), ())):

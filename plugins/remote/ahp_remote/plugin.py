@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ahp_remote.config import ENV, ConfigError, parse_machines
 from ahpcore.api import Check, private_folder
 from ahpcore.hookspecs import hookimpl
+from ahpcore.lifecycle import TurnStart
 from ahpcore.ports.backend import Abilities, ChatStart, TranscriptReader
 
 if TYPE_CHECKING:
@@ -122,12 +123,25 @@ async def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) ->
             register(MachineBackend(machine))
             continue
         for provider in providers:
-            register(RemoteBackend(machine, provider))
+            register(RemoteBackend(machine, provider, host))
 
     async def stop_all() -> None:
         await asyncio.gather(*(m.stop() for m in machines))
 
     host.at_stop(stop_all)
+
+
+@hookimpl(tryfirst=True)
+async def ahp_turn_starting(start: TurnStart) -> bool:
+    """A ``!command`` on a remote session goes to the remote host, which runs it there
+    (or refuses it, saying why) rather than in a terminal of this machine."""
+    agent = start.agent
+    if not getattr(agent, "runs_commands_remotely", False) or start.turn.resume:
+        return False
+    if not start.turn.text.strip().startswith("!"):
+        return False
+    await agent.run_turn(start.turn, start.report)
+    return True
 
 
 @hookimpl

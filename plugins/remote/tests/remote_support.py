@@ -16,6 +16,7 @@ import anyio
 
 import ahp_remote.plugin
 import ahp_scripted.plugin
+import ahp_terminals.plugin
 from ahp_remote.backend import RemoteBackend
 from ahp_remote.machine import Machine
 from ahpcore.host import HostSettings
@@ -88,12 +89,15 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def inner_host(state_dir: Path, port: int) -> AsyncIterator[RunningHost]:
-    """The inner host on 127.0.0.1:``port``, with a token."""
+async def inner_host(
+    state_dir: Path, port: int, *, terminals: bool = False
+) -> AsyncIterator[RunningHost]:
+    """The inner host on 127.0.0.1:``port``, with a token (and terminals when asked)."""
     settings = HostSettings(sessions="file", port=port, state_dir=state_dir)
-    async with running_host(
-        [("scripted", ahp_scripted.plugin)], token=TOKEN, settings=settings
-    ) as running:
+    plugins: list[tuple[str, object]] = [("scripted", ahp_scripted.plugin)]
+    if terminals:
+        plugins.append(("terminals", ahp_terminals.plugin))
+    async with running_host(plugins, token=TOKEN, settings=settings) as running:
         yield running
 
 
@@ -123,10 +127,14 @@ class InnerRunner:
 
 
 @asynccontextmanager
-async def outer_host(state_dir: Path, **settings: Any) -> AsyncIterator[RunningHost]:
-    """The outer host: the remote plugin alone, reaching what ``AHP_REMOTE_MACHINES`` names."""
-    chosen = HostSettings(sessions="file", port=0, state_dir=state_dir, **settings)
-    async with running_host([("remote", ahp_remote.plugin)], settings=chosen) as running:
+async def outer_host(state_dir: Path, *, terminals: bool = False) -> AsyncIterator[RunningHost]:
+    """The outer host: the remote plugin (and terminals when asked), reaching what
+    ``AHP_REMOTE_MACHINES`` names."""
+    chosen = HostSettings(sessions="file", port=0, state_dir=state_dir)
+    plugins: list[tuple[str, object]] = [("remote", ahp_remote.plugin)]
+    if terminals:
+        plugins.append(("terminals", ahp_terminals.plugin))
+    async with running_host(plugins, settings=chosen) as running:
         yield running
 
 

@@ -31,6 +31,7 @@ from remote_support import (
 )
 
 from ahp_remote.link import SocketLink
+from ahpcore.protocol import default_chat_uri
 
 pytestmark = pytest.mark.anyio
 
@@ -177,3 +178,78 @@ async def test_the_remote_catalogue_is_listed_and_opened(
             assert said(await chat_state(client, chat)) == "hello from the inner host"
             await start_turn(client, chat, "hello")
             assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+
+
+async def test_a_remote_terminal_is_mirrored_here(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with (
+        inner_host(inner_state, port, terminals=True) as inner,
+        outer_host(outer_state, terminals=True) as running,
+    ):
+        client = await client_of(running)
+        session, _ = await open_session(client, workdir)
+        remote_session = "scripted:/" + session.split(":/", 1)[1]
+        # A terminal the session claims on the machine (opened there by a client of its own).
+        there = await client_of(inner, "there")
+        await there.request(
+            "createTerminal",
+            {
+                "channel": "ahp-terminal:/remote-shell",
+                "claim": {
+                    "kind": "session",
+                    "session": remote_session,
+                    "chat": default_chat_uri(remote_session),
+                },
+                "name": "build shell",
+            },
+        )
+        listed = await client.recv_until(
+            lambda f: (
+                is_action("root/terminalsChanged")(f)
+                and any(
+                    t["claim"].get("session") == session for t in f["params"]["action"]["terminals"]
+                )
+            )
+        )
+        (mirror,) = [
+            t
+            for t in listed["params"]["action"]["terminals"]
+            if t["claim"].get("session") == session
+        ]
+        assert mirror["title"] == f"build shell (on {MACHINE})"
+        terminal = mirror["resource"]
+        snapshot = await client.request("subscribe", {"channel": terminal})
+        # Typed here, run there, shown here.
+        await client.dispatch(
+            terminal, {"type": "terminal/input", "data": "echo mirrored-$((40+2))\r"}
+        )
+        seen = ""
+        with anyio.move_on_after(20):
+            while "mirrored-42" not in seen:
+                frame = await client.recv_until(is_action("terminal/data", terminal), timeout=20)
+                seen += frame["params"]["action"]["data"]
+        assert "mirrored-42" in seen, (seen, snapshot)
+        # The shell there ends: so does its mirror here.
+        await client.dispatch(terminal, {"type": "terminal/input", "data": "exit\r"})
+        await client.recv_until(is_action("terminal/exited", terminal), timeout=20)
+
+
+async def test_a_command_typed_here_is_the_remotes_to_run(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    """``!command`` on a remote session never runs on this machine: the remote host decides
+    (its scripted agent cannot take a command's output, so it refuses, naming itself)."""
+    async with (
+        inner_host(inner_state, port, terminals=True),
+        outer_host(outer_state, terminals=True) as running,
+    ):
+        client = await client_of(running)
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "!touch made-here")
+        end = await turn_end(client, chat)
+        assert end["type"] == "chat/error"
+        message = end["part"]["error"]["message"]
+        assert "the scripted backend cannot take the result" in message
+        assert not (workdir / "made-here").exists()
+        assert running.host.terminals is not None and not running.host.terminals.terminals
