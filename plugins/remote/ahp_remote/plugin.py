@@ -136,7 +136,7 @@ async def ahp_turn_starting(start: TurnStart) -> bool:
     """A ``!command`` on a remote session goes to the remote host, which runs it there
     (or refuses it, saying why) rather than in a terminal of this machine."""
     agent = start.agent
-    if not getattr(agent, "runs_commands_remotely", False) or start.turn.resume:
+    if agent is None or not getattr(agent, "runs_commands_remotely", False) or start.turn.resume:
         return False
     if not start.turn.text.strip().startswith("!"):
         return False
