@@ -18,7 +18,7 @@ from automations_harness import (
     until,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_every_minute_on_the_real_clock(tmp_path: Path) -> None:
