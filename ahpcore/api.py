@@ -339,6 +339,13 @@ class PluginHost:
         """Every JSON-RPC method the host answers, sorted."""
         return sorted(self._method_names())
 
+    def config_table(self, name: str) -> Any:
+        """This plugin's table of the config file (``[name]``), checked against the
+        model it declared through ``ahp_config_tables``: the model's instance, or None
+        when the file has no such table (then the plugin's own defaults hold; nothing
+        builds the model, so a host with no config file never loads pydantic for it)."""
+        return self._settings.config_tables.get(name)
+
     def root_config(self, key: str, default: Any = None) -> Any:
         """The value root config holds for ``key`` now, or ``default`` when none is set."""
         root = self._engine.channels.get(ROOT_CHANNEL)

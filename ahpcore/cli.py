@@ -21,6 +21,8 @@ import anyio
 import anyio.abc
 
 from ahpcore.addresses import connect_urls, ws_url
+from ahpcore.config import CONFIG_ENV, ConfigError, ConfigFile, default_map, scan_config_option
+from ahpcore.config import read as read_config
 from ahpcore.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_FRAME_BYTES,
@@ -113,8 +115,20 @@ def _build_app() -> typer.Typer:
         # Plain help: rich help shows a "<bool>" placeholder after flags that take no value.
         rich_markup_mode=None,
     )
+    from typer.core import TyperCommand
+
+    class ServeCommand(TyperCommand):
+        """``serve`` reads the file its own ``--config`` names before parsing the rest,
+        so the file's values sit below the environment and the flags."""
+
+        def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+            explicit = scan_config_option(args)
+            if explicit is not None:
+                ctx.default_map = default_map(self, _config_or_exit(explicit), every_key=True)
+            return super().parse_args(ctx, args)
+
     built.callback()(_root)
-    built.command()(serve)
+    built.command(cls=ServeCommand)(serve)
     built.command("plugins")(plugins_command)
     built.command("compat")(compat_command)
     built.command()(version)
@@ -122,10 +136,11 @@ def _build_app() -> typer.Typer:
     built.command("logs")(logs_command)
     from ahpcore.chat.cli import register as register_chat
     from ahpcore.check.cli import register as register_check
-    from ahpcore.operate import doctor, sessions
+    from ahpcore.operate import configure, doctor, sessions
 
     built.command("doctor")(doctor.doctor_command)
     built.add_typer(sessions.build_app(), name="sessions")
+    built.add_typer(configure.build_app(), name="config")
     register_check(built)  # ahp check: a conformance kit, run against any host
     register_chat(built)  # ahp chat: a terminal client
     from ahpcore.plugin_commands import add_plugin_commands
@@ -284,7 +299,20 @@ def _version_flag(value: bool) -> None:
         raise typer.Exit()
 
 
+def _config_or_exit(explicit: Path | None) -> ConfigFile:
+    try:
+        return read_config(explicit)
+    except ConfigError as exc:
+        import click
+
+        class ConfigFailure(click.ClickException):
+            exit_code = 2
+
+        raise ConfigFailure(str(exc)) from None
+
+
 def _root(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -295,8 +323,21 @@ def _root(
             **_FLAG,
         ),
     ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            envvar=CONFIG_ENV,
+            help="Read settings from this TOML file (as ahp serve --config); every "
+            "command takes the state folder and plugins from it.",
+            show_default="config.toml in the config folder, if there",
+        ),
+    ] = None,
 ) -> None:
     """A plugin-first host for the Agent Host Protocol."""
+    file = _config_or_exit(config)
+    if file.path is not None:
+        ctx.default_map = default_map(ctx.command, file, every_key=False)
 
 
 def serve(
@@ -483,9 +524,24 @@ def serve(
             show_default="none",
         ),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            envvar=CONFIG_ENV,
+            help="Read settings from this TOML file: every option above as a key "
+            "(max_frame_bytes = 1048576) and each plugin's own table; a flag or an "
+            "environment variable wins over the file.",
+            show_default="config.toml in the config folder, if there",
+        ),
+    ] = None,
 ) -> None:
     """Run the host."""
     try:
+        try:
+            config_file = read_config(config)
+        except ConfigError as exc:
+            raise Fail(str(exc)) from None
         _check_serve_usage(host, port, log_level, stdio, socket_path)
         tls = _tls_context(tls_cert, tls_key, stdio)
         if max_frame_bytes < MIN_FRAME_BYTES:
@@ -513,6 +569,14 @@ def serve(
             raise Fail(f"cannot write log file {log_file} ({_why(exc)})", 1) from None
         if sessions not in STORE_KINDS:
             raise Fail(f"--sessions must be one of {', '.join(STORE_KINDS)}, not {sessions!r}")
+        manager = _manager(plugins, no_plugins).load()
+        try:  # before anything is said or bound: a mistake in the file stops the start
+            if config_file.tables:
+                config_file.check_tables(
+                    manager.config_tables(), manager.installed_names() - set(manager.names())
+                )
+        except ConfigError as exc:
+            raise Fail(str(exc)) from None
         chosen_token = _choose_token(token, token_file, no_token, stdio, host)
         from ahpcore.host import Host, HostSettings
 
@@ -524,8 +588,10 @@ def serve(
             compression=compression,
             inbound_frames_per_second=inbound_frames if inbound_frames > 0 else None,
         )
+        settings.config = config_file
         if state_dir is not None:
-            settings.state_dir = state_dir
+            # Absolute: plugins hand paths under it to processes that run elsewhere.
+            settings.state_dir = state_dir.expanduser().absolute()
         settings.worktrees_root = worktrees_root
         if otlp_endpoint:
             if not otlp_endpoint.startswith(("http://", "https://")):
@@ -552,7 +618,7 @@ def serve(
                 "(give --tls-cert and --tls-key for wss://, or reach it through an SSH tunnel)",
                 host,
             )
-        the_host = Host(_manager(plugins, no_plugins), settings)
+        the_host = Host(manager, settings)
         options = _ServeOptions(
             chosen_token
             if chosen_token is not None or no_token or stdio
@@ -1179,6 +1245,7 @@ SERVE_OPTIONS: dict[str, tuple[str, str, str]] = {
     "--stop-timeout": ("stop_timeout", "float", "AHP_STOP_TIMEOUT"),
     "--tls-cert": ("tls_cert", "path", "AHP_TLS_CERT"),
     "--tls-key": ("tls_key", "path", "AHP_TLS_KEY"),
+    "--config": ("config", "path", CONFIG_ENV),
 }
 _BOOLEANS = {"1": True, "true": True, "0": False, "false": False}
 
@@ -1280,6 +1347,11 @@ def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["serve"] and (options := _plain_serve_options(args[1:])) is not None:
         try:
+            try:
+                options = {**read_config(options.get("config")).serve_params(), **options}
+            except ConfigError as exc:
+                _echo(f"ahp: {exc}", err=True)
+                sys.exit(2)
             serve(**options)
         except KeyboardInterrupt:
             _echo("", err=True)

@@ -191,6 +191,56 @@ def _root_config_section() -> str:
     return "\n".join(lines)
 
 
+def _config_file_section() -> str:
+    from ahpcore.cli import SERVE_OPTIONS
+    from ahpcore.config import SERVE_PARAMS, serve_model
+    from ahpcore.plugins import PluginManager, Selection
+
+    options = {param: (flag, env) for flag, (param, kind, env) in SERVE_OPTIONS.items()}
+    lines = [
+        "Top-level keys: `ahp serve`'s options.",
+        "",
+        "| key | option | environment |",
+        "| --- | --- | --- |",
+    ]
+    for key in serve_model().model_fields:
+        flag, env = options[SERVE_PARAMS.get(key, key)]
+        lines.append(f"| `{key}` | `{flag}` | `{env}` |")
+    manager = PluginManager(selection=Selection.from_options(None, False)).load()
+    for name, model in sorted(manager.config_tables().items()):
+        lines += ["", f"### `[{name}]`", ""]
+        lines += ["| key | type | default | what it does |", "| --- | --- | --- | --- |"]
+        lines += _model_rows(model, name)
+    return "\n".join(lines)
+
+
+def _model_rows(model: Any, prefix: str) -> list[str]:
+    """One row per field of a table's model; a field holding a mapping of models (the
+    agents of ``[acp.agents.NAME]``) gives that model's fields under ``NAME``."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    rows: list[str] = []
+    for field_name, info in model.model_fields.items():
+        path = f"{prefix}.{field_name}"
+        inner = [arg for arg in get_args(info.annotation) if isinstance(arg, type)]
+        nested = next((arg for arg in inner if issubclass(arg, BaseModel)), None)
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            nested, path = info.annotation, path
+        elif nested is not None:
+            path = f"{path}.NAME"
+        if nested is not None:
+            rows += _model_rows(nested, path)
+            continue
+        kind = getattr(info.annotation, "__name__", None) or str(info.annotation)
+        default = "required" if info.is_required() else f"`{info.get_default()!r}`"
+        text = re.sub(r"\s+", " ", info.description or "").replace("|", "\\|")
+        lines_kind = kind.replace("typing.", "").replace("|", "\\|")
+        rows.append(f"| `{path}` | {lines_kind} | {default} | {text} |")
+    return rows
+
+
 def _replace_section(text: str, name: str, body: str) -> str:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     before, found, rest = text.partition(start)
@@ -208,6 +258,7 @@ def pages() -> dict[Path, str]:
     configuration = (DOCS / "configuration.md").read_text("utf-8")
     configuration = _replace_section(configuration, "cli", _cli_section())
     configuration = _replace_section(configuration, "root-config", _root_config_section())
+    configuration = _replace_section(configuration, "config-file", _config_file_section())
     manager = PluginManager(selection=Selection.from_options(None, False))
     rows = compat.table(manager)
     return {

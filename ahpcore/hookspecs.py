@@ -32,6 +32,7 @@ from ahpcore.markers import PROJECT, hookimpl, hookspec
 
 if TYPE_CHECKING:
     import typer
+    from pydantic import BaseModel
 
     from ahpcore.api import PluginHost
     from ahpcore.findings import Check
@@ -178,6 +179,23 @@ def ahp_root_config(host: PluginHost) -> dict[str, Any] | None:
     a value that is not a finite number), and logs a warning at start for a
     number with no maximum. The host keeps these two words for itself; clients
     do not see them in the schema.
+    """
+
+
+@hookspec
+def ahp_config_tables() -> dict[str, type[BaseModel]] | None:
+    """Return the config file tables this plugin reads: table name -> pydantic model.
+
+    ``{"acp": AcpConfig}`` lets a config file hold ``[acp]`` and
+    ``[acp.agents.NAME]``; the host checks the file's table against the model when it
+    starts (a wrong or unknown key stops it with the file and line named, so give the
+    model ``extra="forbid"``) and the plugin reads the result with
+    ``host.config_table("acp")``. Field descriptions become the configuration
+    reference (``docs/configuration.md``); a ``SecretStr`` field is never printed by
+    ``ahp config show``. Two plugins declaring one table is an error naming both.
+    Called before the host starts, and only when the file has tables, with no host:
+    declare, do not act, and import pydantic inside the implementation so a host
+    without a config file starts without it.
     """
 
 

@@ -22,6 +22,7 @@ import anyio
 
 from ahpcore.api import PluginHost
 from ahpcore.awaitables import resolve
+from ahpcore.config import ConfigError
 from ahpcore.defaults import DEFAULT_CLIENT_QUEUE_BYTES, DEFAULT_REPLAY_BYTES, default_state_dir
 from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Engine
@@ -117,6 +118,7 @@ class Host:
         if self._started:
             return self
         self.plugins.load()
+        self._check_config_tables()
         _make_state_dir(self.settings.state_dir)
         router, hook = self.router, self.plugins.hook
         self.view = view = PluginHost(
@@ -284,6 +286,18 @@ class Host:
         if self.engine is None:
             raise RuntimeError("the host has not been started")
         return self.engine
+
+    def _check_config_tables(self) -> None:
+        """Hold the config file's plugin tables to the models their plugins declare."""
+        if not self.settings.config.tables:
+            return  # nothing to check: the plugins' models stay unbuilt
+        declared = self.plugins.config_tables()
+        try:
+            self.settings.config_tables = self.settings.config.check_tables(
+                declared, self.plugins.installed_names() - set(self.plugins.names())
+            )
+        except ConfigError as exc:
+            raise PluginError(str(exc)) from None
 
     async def _collect_root_config(self, view: PluginHost) -> dict[str, Any]:
         properties: dict[str, Any] = {}

@@ -245,6 +245,26 @@ class PluginManager:
         self._loaded = True
         return self
 
+    def config_tables(self) -> dict[str, Any]:
+        """The config file tables the loaded plugins declare (``ahp_config_tables``):
+        table name -> pydantic model; two plugins naming one table is an error."""
+        declared: dict[str, Any] = {}
+        owners: dict[str, str] = {}
+        for impl in self.implementations("ahp_config_tables"):
+            for name, model in (impl() or {}).items():
+                if name in owners:
+                    raise PluginError(
+                        f"config table [{name}] is declared by both {owners[name]!r} "
+                        f"and {impl.plugin!r}"
+                    )
+                owners[name] = impl.plugin
+                declared[name] = model
+        return declared
+
+    def installed_names(self) -> set[str]:
+        """Every plugin this manager could load, loaded this time or not."""
+        return self._installed()
+
     def _installed(self) -> set[str]:
         """The names of every plugin this manager could load."""
         installed = set(ESSENTIAL_PLUGINS)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ahpcore.config import ConfigFile
 from ahpcore.defaults import (
     DEFAULT_HOST,
     DEFAULT_MAX_FRAME_BYTES,
@@ -36,3 +38,8 @@ class HostSettings:
     inbound_bytes_per_second: float = DEFAULT_BYTES_PER_SECOND
     #: An OpenTelemetry collector's OTLP/HTTP base URL (``--otlp-endpoint``), for ahp-otlp.
     otlp_endpoint: str | None = None
+    #: The config file the host was started with (``ahpcore.config``): its plugin
+    #: tables are checked against the plugins' models at start.
+    config: ConfigFile = field(default_factory=ConfigFile)
+    #: Each plugin table as checked at start (``PluginHost.config_table``).
+    config_tables: dict[str, Any] = field(default_factory=dict)
