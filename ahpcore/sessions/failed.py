@@ -13,7 +13,7 @@ served, opened from its record after a restart, and disposed of like any other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -73,10 +73,23 @@ def _state(record: Mapping[str, Any]) -> dict[str, Any]:
 class FailedSessions:
     """The failed sessions of this host: in the store, the index and, once opened, a channel."""
 
-    def __init__(self, engine: Engine, store: Any, index: CatalogueIndex) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        store: Any,
+        index: CatalogueIndex,
+        *,
+        recovered: Callable[[], Awaitable[None]],
+        unsettle: Callable[[str], Awaitable[None]],
+    ) -> None:
+        """``recovered`` waits until what an unclean stop left unindexed is indexed;
+        ``unsettle`` marks a session whose record is about to be written (the index
+        catches up at the next start should the host die in between)."""
         self.engine = engine
         self.store = store
         self.index = index
+        self._recovered = recovered
+        self._unsettle = unsettle
         #: Session id -> provider, read from the index once (None until then).
         self._known: dict[str, str] | None = None
         self._loading = anyio.Lock()
@@ -84,6 +97,7 @@ class FailedSessions:
     async def known(self) -> dict[str, str]:
         """Every failed session: session id -> provider."""
         if self._known is None:
+            await self._recovered()
             async with self._loading:
                 if self._known is None:
                     try:
@@ -106,6 +120,7 @@ class FailedSessions:
         known[session_id] = str(record["provider"])
         try:
             if self.store is not None:
+                await self._unsettle(session_id)
                 await self.store.put(session_id, record)
             await self.index.saved(session_id, str(record["provider"]), record)
         except Exception:

@@ -105,7 +105,9 @@ class SessionManager:
         #: Sessions whose record the index holds.
         self._indexed_ids: set[str] = set()
         #: Sessions that could not be made, kept to be read and disposed of.
-        self.failed = FailedSessions(engine, store, self.index)
+        self.failed = FailedSessions(
+            engine, store, self.index, recovered=self._recovered, unsettle=self._unsettle
+        )
         registry.on_saved = self._indexed
         registry.on_saving = lambda session: self._unsettle(session.id)
         #: Set once what an unclean stop left unindexed is indexed (see ``_recovered``).
