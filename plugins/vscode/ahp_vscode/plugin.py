@@ -132,7 +132,7 @@ class VSCodePlugin:
         if await containers.can_launch():
             host.advertise_meta(devcontainers.FLAG, True)
         else:
-            log.info(
+            log.debug(
                 "vscode: no Dev Containers here (Docker does not answer, or no devcontainer CLI)"
             )
 
