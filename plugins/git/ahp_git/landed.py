@@ -20,6 +20,7 @@ send no notifications.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,6 +44,8 @@ DEFINITION: dict[str, Any] = {
         }
     ],
 }
+#: How long a folder found in no repository waits before it is looked for again.
+RELOCATE_SECONDS = 60.0
 #: Where a landing goes: (folder, details shown on the run).
 Tell = Callable[[str, dict[str, Any]], None]
 
@@ -93,6 +96,8 @@ class Landings:
         self._heads: dict[str, tuple[str | None, str | None]] = {}
         #: Folder looked at -> its repository and the stamps at the last look.
         self._looked: dict[str, tuple[repos.Repo, Stamps]] = {}
+        #: Folder in no repository (or missing) -> when to try it again (monotonic).
+        self._not_yet: dict[str, float] = {}
 
     async def seen(self, directory: str, repo: repos.Repo, status: Status) -> None:
         """``status`` was just read for ``directory``: tell of commits that landed since."""
@@ -126,11 +131,19 @@ class Landings:
         for folder in list(self._looked):
             if folder not in folders:
                 del self._looked[folder]  # no automation names it any more
+        for folder in list(self._not_yet):
+            if folder not in folders:
+                del self._not_yet[folder]
         for folder in folders:
             held = self._looked.get(folder)
+            if held is None and time.monotonic() < self._not_yet.get(folder, 0.0):
+                continue
             repo = held[0] if held is not None else await locate(folder)
             if repo is None:
+                # Not a repository (yet): asking git again every look would cost a process.
+                self._not_yet[folder] = time.monotonic() + RELOCATE_SECONDS
                 continue
+            self._not_yet.pop(folder, None)
             now = await anyio.to_thread.run_sync(stamps, os.fsdecode(repo.git_dir))
             if held is not None and held[1] == now:
                 continue
