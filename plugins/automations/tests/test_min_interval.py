@@ -9,6 +9,7 @@ from automations_harness import CATALOGUE, ScriptedPlugin, create, definition, s
 
 import ahp_automations.plugin as automations_plugin
 from ahpcore.api import HostSettings
+from ahpcore.config import read
 from ahpcore.testing import running_host
 
 pytestmark = pytest.mark.anyio
@@ -62,3 +63,26 @@ async def test_without_the_variable_every_minute_is_allowed(tmp_path: Path) -> N
         assert result["automations"]["schedules"] == {"minIntervalMinutes": 1}
         kept = await create(client, definition(triggers=[schedule("* * * * *")]))
         assert "rejectionReason" not in kept, kept
+
+
+async def test_the_config_file_sets_it_and_the_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ahp.toml"
+    path.write_text("[automations]\nmin_interval_minutes = 30\n")
+    path.chmod(0o600)
+    plugins = [("automations", automations_plugin), ("scripted", ScriptedPlugin())]
+    settings = HostSettings(sessions="memory", port=0, config=read(path))
+    monkeypatch.delenv("AHP_AUTOMATIONS_MIN_INTERVAL", raising=False)
+    async with running_host(plugins, settings=settings, state_dir=tmp_path / "a") as running:
+        client = await running.connect()
+        result = await client.initialize(subscriptions=[CATALOGUE])
+        assert result["automations"]["schedules"] == {"minIntervalMinutes": 30}
+        refused = await create(client, definition(triggers=[schedule("*/20 * * * *")]))
+        assert "30 minutes" in refused.get("rejectionReason", ""), refused
+    monkeypatch.setenv("AHP_AUTOMATIONS_MIN_INTERVAL", "5")
+    settings = HostSettings(sessions="memory", port=0, config=read(path))
+    async with running_host(plugins, settings=settings, state_dir=tmp_path / "b") as running:
+        client = await running.connect()
+        result = await client.initialize(subscriptions=[CATALOGUE])
+        assert result["automations"]["schedules"] == {"minIntervalMinutes": 5}
