@@ -69,6 +69,16 @@ USERS_METADATA = {
 HANDSHAKE_KEY = "ahp.users.handshake"
 
 
+#: The annotations actions that write entries: each entry is stamped with its writer.
+ANNOTATION_WRITES = frozenset({"annotations/set", "annotations/entrySet"})
+
+
+def _unowned(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry without the writer the host stamped on it, to compare what it says."""
+    meta = {k: v for k, v in (entry.get("_meta") or {}).items() if k != OWNER_KEY}
+    return {**entry, "_meta": meta} if meta else {k: v for k, v in entry.items() if k != "_meta"}
+
+
 def root_identity() -> str:
     return ROOT_PREFIX + socket.gethostname()
 
@@ -253,8 +263,12 @@ class UsersService:
                 self._creating[uri] = client.identity
 
     def stamp(self, client: Client, params: Any) -> None:
-        """Say who sent a turn on the turn itself (``_meta["ahp.sender"]``)."""
+        """Say who sent a turn on the turn itself (``_meta["ahp.sender"]``), and who wrote
+        each annotation entry on the entry (``_meta["ahp.owner"]``)."""
         action = params.get("action") if isinstance(params, dict) else None
+        if isinstance(action, dict) and action.get("type") in ANNOTATION_WRITES:
+            self._stamp_entries(client, params.get("channel"), action)
+            return
         if (
             isinstance(action, dict)
             and action.get("type") == "chat/turnStarted"
@@ -273,6 +287,48 @@ class UsersService:
                     **(said if isinstance(said, dict) else {}),
                     SENDER_KEY: client.identity,
                 }
+
+    def _stamp_entries(self, client: Client, channel: Any, action: dict[str, Any]) -> None:
+        """Each entry an annotations action writes says who wrote it, as the host knows them.
+
+        What the client put under ``ahp.owner`` is never kept. An entry the annotation
+        already holds, unchanged but for that key, keeps its writer: re-sending a whole
+        annotation (``annotations/set``) to add one entry does not make the others the
+        sender's.
+        """
+        writer = client.identity or self.root
+        held: dict[Any, Mapping[str, Any]] = {}
+        state = (
+            self.engine.channels.get(self.engine.canonical(channel))
+            if isinstance(channel, str)
+            else None
+        )
+        if action["type"] == "annotations/set":
+            annotation = action.get("annotation")
+            entries = annotation.get("entries") if isinstance(annotation, dict) else None
+            ident = annotation.get("id") if isinstance(annotation, dict) else None
+        else:
+            entry = action.get("entry")
+            entries = [entry] if isinstance(entry, dict) else None
+            ident = action.get("annotationId")
+        if not isinstance(entries, list):
+            return
+        if state is not None:
+            for kept in state.state.get("annotations") or ():
+                if isinstance(kept, Mapping) and kept.get("id") == ident:
+                    held = {
+                        e.get("id"): e for e in kept.get("entries") or () if isinstance(e, Mapping)
+                    }
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            before = held.get(entry.get("id"))
+            owner = writer
+            if before is not None and _unowned(before) == _unowned(entry):
+                kept_owner = (before.get("_meta") or {}).get(OWNER_KEY)
+                owner = kept_owner if isinstance(kept_owner, str) else writer
+            meta = entry.get("_meta")
+            entry["_meta"] = {**(meta if isinstance(meta, dict) else {}), OWNER_KEY: owner}
 
     def visible(self, client: Client, method: str, result: Any) -> Any:
         """``result`` as ``client`` may see it: a member's session list holds their own.
