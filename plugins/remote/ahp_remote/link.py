@@ -66,6 +66,7 @@ class Link:
         self._secrets = [s for s in secrets if s]
         self._ids = itertools.count(1)
         self._pending: dict[int, tuple[str, asyncio.Future[Any]]] = {}
+        self._on_answer: dict[int, Callable[[], None]] = {}
         self._reader: asyncio.Task[None] | None = None
 
     # -- what a transport provides ---------------------------------------------------
@@ -94,13 +95,22 @@ class Link:
         self._reader = asyncio.get_running_loop().create_task(self._read())
 
     async def request(
-        self, method: str, params: Mapping[str, Any], *, timeout: float = REQUEST_TIMEOUT
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        timeout: float = REQUEST_TIMEOUT,
+        on_answer: Callable[[], None] | None = None,
     ) -> Any:
+        """Ask, and wait for the answer. ``on_answer`` is called as a good answer is read,
+        before any frame after it is: what follows the answer can be held for the asker."""
         if self.closed.is_set():
             raise LinkClosed(self.why)
         ident = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[ident] = (method, future)
+        if on_answer is not None:
+            self._on_answer[ident] = on_answer
         try:
             await self._send(
                 {"jsonrpc": "2.0", "id": ident, "method": method, "params": dict(params)}
@@ -111,6 +121,7 @@ class Link:
             raise LinkClosed(f"{self.label} did not answer {method} in {timeout:.0f} s") from None
         finally:
             self._pending.pop(ident, None)
+            self._on_answer.pop(ident, None)
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
@@ -214,6 +225,9 @@ class Link:
                 RemoteError(method, int(error.get("code", 0)), self.hide(str(error.get("message"))))
             )
         else:
+            answered = self._on_answer.pop(ident, None) if isinstance(ident, int) else None
+            if answered is not None:
+                answered()
             future.set_result(frame.get("result"))
 
     async def _refuse(self, ident: Any, method: Any) -> None:

@@ -90,6 +90,10 @@ class Machine:
         self.relinked_by = ""
         self._client_seq = itertools.count(1)
         self._watchers: dict[str, list[Watcher]] = {}
+        #: (channel, id(watcher)) -> actions held for a watcher until it took its snapshot.
+        self._pending: dict[tuple[str, int], list[tuple[dict[str, Any], Any]]] = {}
+        #: What the remote sent while a handshake's answer was being taken in.
+        self._early: list[tuple[str, dict[str, Any]]] | None = None
         self._changed: list[Callable[[], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -185,10 +189,34 @@ class Machine:
         link = self.link
         if link is None or not self.up.is_set():
             raise LinkClosed(self.state_line())
-        result = await link.request("subscribe", {"channel": uri})
-        self._watchers.setdefault(uri, []).append(watcher)
+        key = (uri, id(watcher))
+
+        def answered() -> None:
+            # Actions sent right after the answer are read before this resumes: they wait
+            # for the caller to take the snapshot first, then follow it in order.
+            self._pending[key] = []
+            self._watchers.setdefault(uri, []).append(watcher)
+
+        try:
+            result = await link.request("subscribe", {"channel": uri}, on_answer=answered)
+        except BaseException:
+            self._pending.pop(key, None)
+            if watcher in self._watchers.get(uri, ()):
+                self._watchers[uri].remove(watcher)
+            raise
+        asyncio.get_running_loop().call_soon(self._release, uri, watcher)
         snapshot = result.get("snapshot") if isinstance(result, dict) else None
         return dict(snapshot["state"]) if isinstance(snapshot, dict) else {}
+
+    def _release(self, uri: str, watcher: Watcher) -> None:
+        held = self._pending.pop((uri, id(watcher)), [])
+        if watcher not in self._watchers.get(uri, ()):
+            return
+        for action, origin in held:
+            try:
+                watcher.take(action, origin)
+            except Exception:
+                log.exception("relaying %s from %s failed", action.get("type"), self.title)
 
     async def unwatch(self, uri: str, watcher: Watcher) -> None:
         watchers = self._watchers.get(uri, [])
@@ -299,6 +327,7 @@ class Machine:
     async def _connect(self) -> Link:
         link = self._open_link()
         link.on_notification = self._notified
+        self._early = []
         await link.open()
         try:
             wanted = [ROOT_CHANNEL, *self._watchers]
@@ -331,6 +360,7 @@ class Machine:
                 snapshots = list(result.get("snapshots") or ())
                 missing = list(result.get("missing") or ())
         except BaseException:
+            self._early = None
             await link.close("the remote host did not take this host as its client")
             raise
         self.link = link
@@ -347,6 +377,9 @@ class Machine:
         for uri in missing:
             for watcher in list(self._watchers.get(uri, ())):
                 watcher.reset(None)
+        early, self._early = self._early or [], None
+        for method, params in early:
+            self._notified(method, params)
         for watchers in list(self._watchers.values()):
             for watcher in list(watchers):
                 watcher.relinked()
@@ -381,6 +414,9 @@ class Machine:
                 log.exception("telling of the terminals of %s failed", self.title)
 
     def _notified(self, method: str, params: dict[str, Any]) -> None:
+        if self._early is not None:
+            self._early.append((method, params))
+            return
         if method == "action":
             self._envelope(params)
         elif method in ("root/sessionAdded", "root/sessionSummaryChanged"):
@@ -425,8 +461,13 @@ class Machine:
                 self._terminals(action.get("terminals") or [])
             return
         origin = envelope.get("origin")
+        said = origin if isinstance(origin, dict) else None
         for watcher in list(self._watchers.get(str(channel), ())):
+            pending = self._pending.get((str(channel), id(watcher)))
+            if pending is not None:
+                pending.append((action, said))
+                continue
             try:
-                watcher.take(action, origin if isinstance(origin, dict) else None)
+                watcher.take(action, said)
             except Exception:
                 log.exception("relaying %s from %s failed", action.get("type"), self.title)
