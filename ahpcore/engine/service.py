@@ -17,13 +17,15 @@ from ahpcore.engine.clients import Client
 from ahpcore.engine.core import Dispatch, Engine, Refused
 from ahpcore.engine.router import Router
 from ahpcore.notes import note
-from ahpcore.protocol.errors import INVALID_PARAMS, ProtocolError
+from ahpcore.protocol.errors import ALREADY_EXISTS, INVALID_PARAMS, ProtocolError
 from ahpcore.protocol.uris import ROOT_CHANNEL
 from ahpcore.protocol.versions import SERVED_WIRE, negotiate
 from ahpcore.rpc.peer import Reply
 from ahpcore.version import __version__
 
 log = logging.getLogger(__name__)
+#: close_reason of a connection whose clientId a newer connection of the same person took.
+CLIENT_ID_TAKEN_OVER = "its clientId reconnected on a newer connection"
 
 SERVER_NAME = "ahp"
 KIB = 1 << 10
@@ -149,7 +151,7 @@ class ProtocolService:
     )
     async def initialize(self, client: Client, params: dict[str, Any]) -> Reply:
         negotiated = negotiate(params["protocolVersions"])
-        client.client_id = params["clientId"]
+        self._claim_client_id(client, params["clientId"])
         client.protocol_version = negotiated.protocol_version
         client.served_as = negotiated.served_as
         snapshots, held, _ = await self._subscribe_all(
@@ -163,6 +165,28 @@ class ProtocolService:
             **self.initialize_fields,
         }
         return self._releasing(client, held, result)
+
+    def _claim_client_id(self, client: Client, client_id: str) -> None:
+        """A clientId is one live connection's: its echoes, its sessions' active client.
+
+        Another person's connection presenting it is refused. The same person's is
+        that client come back before its old link was seen to drop (a laptop that
+        changed networks): the old connection is closed and the new one has it.
+        """
+        for other in list(self.engine.clients):
+            if other is client or other.client_id != client_id or other.peer.closed:
+                continue
+            if other.identity != client.identity:
+                raise ProtocolError(
+                    ALREADY_EXISTS,
+                    f"clientId {client_id!r} is in use by another person's connection; "
+                    "choose another",
+                )
+            log.info(
+                "client %s: its clientId reconnected on %s; closing it", other.label, client.peer.id
+            )
+            other.peer.close(CLIENT_ID_TAKEN_OVER)
+        client.client_id = client_id
 
     @staticmethod
     def ping(client: Client, params: dict[str, Any]) -> None:
@@ -188,7 +212,7 @@ class ProtocolService:
         "snapshots otherwise.",
     )
     async def reconnect(self, client: Client, params: dict[str, Any]) -> Reply:
-        client.client_id = params["clientId"]
+        self._claim_client_id(client, params["clientId"])
         client.protocol_version = client.protocol_version or SERVED_WIRE
         client.served_as = client.served_as or SERVED_WIRE
         last_seen = params["lastSeenServerSeq"]

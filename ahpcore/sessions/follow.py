@@ -106,6 +106,13 @@ class Follower:
             self._drop_active_client(session, client)
 
     def _disconnected(self, client: Client) -> None:
+        if client.client_id is not None and any(
+            other is not client and other.client_id == client.client_id
+            for other in self.registry.engine.clients
+        ):
+            # Its clientId lives on in a newer connection (it took the id over): what the
+            # client was asked to run and where it is active are that connection's now.
+            return
         for session in self.registry.sessions.values():
             for call_id, ask in list(session.asks.items()):
                 if ask.kind == "toolClientExecution" and ask.client_id == client.client_id:

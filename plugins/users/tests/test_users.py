@@ -470,3 +470,31 @@ async def test_initial_subscriptions_leave_out_other_peoples_sessions(tmp_path):
             for f in c.frames
         )
         await running.aclose(check=False)
+
+
+async def test_a_client_id_in_use_is_not_anothers_to_take(tmp_path):
+    state = tmp_path / "state"
+    bob, carol = add(state, "bob", "member"), add(state, "carol", "member")
+    async with host_with_people(tmp_path) as running:
+        b = await running.connect("shared-id", token=bob)
+        await b.initialize()
+        bobs, _ = await open_session(b, 1)
+        c = await running.connect("shared-id", token=carol, conformance=False)
+        frame = await c.request_frame(
+            "initialize", {"protocolVersions": ["1.0.0"], "clientId": "shared-id"}
+        )
+        assert frame["error"]["code"] == -32010
+        assert "another person" in frame["error"]["message"]
+        frame = await c.request_frame(
+            "reconnect",
+            {"clientId": "shared-id", "lastSeenServerSeq": 0, "subscriptions": [bobs]},
+        )
+        assert frame["error"]["code"] == -32010
+        # bob's connection is untouched and still his
+        assert await b.request("ping") is None
+        assert "result" in await b.request_frame("subscribe", {"channel": bobs})
+        # the same person on a new link takes the id over
+        b2 = await running.connect("shared-id", token=bob)
+        await b2.initialize()
+        assert "result" in await b2.request_frame("subscribe", {"channel": bobs})
+        await running.aclose(check=False)
