@@ -1,4 +1,5 @@
-"""The machines a host reaches, read from ``AHP_REMOTE_MACHINES``.
+"""The machines a host reaches: ``[remote.machines.NAME]`` in the config file, and
+``AHP_REMOTE_MACHINES`` (whose machine of a name replaces the file's).
 
 The variable holds a JSON object, one key per machine, each saying how to reach
 an AHP host there::
@@ -26,7 +27,12 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from ahpcore.hookspecs import PluginError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 ENV = "AHP_REMOTE_MACHINES"
 #: What a machine reached by ``ssh`` or ``docker`` runs when its config names nothing else.
@@ -47,8 +53,10 @@ _KEYS: dict[str, set[str]] = {
 Kind = Literal["command", "url", "ssh", "docker"]
 
 
-class ConfigError(ValueError):
-    """``AHP_REMOTE_MACHINES`` says something that cannot be used; the message says what."""
+class ConfigError(PluginError, ValueError):
+    """The machines configured cannot be used; the message says which key and why.
+
+    Raised as the host starts, it stops ``ahp serve`` with that line alone."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +131,7 @@ def _token(body: Mapping[str, Any], where: str) -> str | None:
     return text
 
 
-def _spec(name: Any, body: Any) -> MachineSpec:
-    where = f"{ENV}[{name!r}]"
+def _spec(name: Any, body: Any, where: str) -> MachineSpec:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(
             f"{where}: a machine's name goes into provider names: a lowercase letter, then "
@@ -192,4 +199,91 @@ def parse_machines(text: str | None) -> list[MachineSpec]:
         raise ConfigError(f"{ENV} is not JSON: {exc}") from None
     if not isinstance(data, Mapping):
         raise ConfigError(f"{ENV} must be a JSON object: machine name -> how to reach it")
-    return [_spec(name, body) for name, body in data.items()]
+    return [_spec(name, body, f"{ENV}[{name!r}]") for name, body in data.items()]
+
+
+# -- the config file's [remote] table ------------------------------------------------------------
+_TABLE: type[BaseModel] | None = None
+
+
+def table_model() -> type[BaseModel]:
+    """The ``[remote]`` table's model, built on first use."""
+    global _TABLE
+    if _TABLE is None:
+        _TABLE = _build_table()
+    return _TABLE
+
+
+def _build_table() -> type[BaseModel]:
+    from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+    class RemoteMachine(BaseModel):
+        """One machine, spelled as in ``AHP_REMOTE_MACHINES``: exactly one of ``command``
+        (a list), ``url``, ``ssh`` or ``docker``."""
+
+        model_config = ConfigDict(extra="forbid")
+
+        command: list[str] | str | None = Field(
+            default=None,
+            description="A program and its arguments that serve AHP on stdio; with ssh or "
+            f"docker, the command line run there (`{DEFAULT_REMOTE_COMMAND}` when left out).",
+        )
+        url: str | None = Field(default=None, description="A ws:// or wss:// URL of its host.")
+        token: SecretStr | None = Field(
+            default=None, description="The connection token of a url machine."
+        )
+        tokenFile: str | None = Field(
+            default=None, description="A file holding the token of a url machine."
+        )
+        ssh: str | None = Field(
+            default=None, description="The ssh destination (user@host), with your ssh config."
+        )
+        sshOptions: list[str] = Field(
+            default=[], description="More arguments for ssh, before the destination."
+        )
+        docker: str | None = Field(
+            default=None, description="A container to run `docker exec -i` in."
+        )
+        displayName: str = Field(
+            default="", description="How people see the machine named (its name when empty)."
+        )
+        providers: list[str] = Field(
+            default=[], description="Remote providers to offer before it was ever reached."
+        )
+
+    class RemoteTable(BaseModel):
+        """``[remote]``: other machines' AHP hosts whose providers this host offers."""
+
+        model_config = ConfigDict(extra="forbid")
+
+        machines: dict[str, RemoteMachine] = Field(
+            default={},
+            description="One table per machine; its name goes into the provider names "
+            f"(`remote-<machine>-<provider>`). A machine of the same name in `{ENV}` replaces it.",
+        )
+
+    return RemoteTable
+
+
+def table_machines(table: Any) -> list[MachineSpec]:
+    """The machines a checked ``[remote]`` table configures."""
+    if table is None:
+        return []
+    found = []
+    for name, machine in table.machines.items():
+        body = {
+            key: value
+            for key, value in machine.model_dump(exclude_defaults=True).items()
+            if value is not None
+        }
+        if machine.token is not None:
+            body["token"] = machine.token.get_secret_value()
+        found.append(_spec(name, body, f"[remote.machines.{name}]"))
+    return found
+
+
+def merge_machines(from_file: list[MachineSpec], from_env: list[MachineSpec]) -> list[MachineSpec]:
+    """The file's machines, each replaced whole by the variable's machine of its name."""
+    merged = {spec.name: spec for spec in from_file}
+    merged.update((spec.name, spec) for spec in from_env)
+    return list(merged.values())

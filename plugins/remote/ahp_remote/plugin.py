@@ -13,8 +13,11 @@ Which providers a machine has is learned when it is first reached and kept in
 ``<state dir>/remote/<M>.json`` with its session list, so a restarted host
 offers them at once, reached or not. A machine never reached (and naming no
 ``providers``) is offered as ``remote-M``: listed with why it cannot be used.
-A configuration that cannot be read is said in one line of the log and on a
-``remote`` provider's description; the host serves the rest as usual.
+A configuration that cannot be used stops ``ahp serve`` with one line naming
+the key and why.
+
+Config file: ``[remote.machines.NAME]`` tables with the keys the variable's
+machines take; a machine the variable names replaces the file's of that name.
 """
 
 from __future__ import annotations
@@ -22,17 +25,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ahp_remote.config import ENV, ConfigError, parse_machines
+from ahp_remote.config import (
+    ENV,
+    ConfigError,
+    merge_machines,
+    parse_machines,
+    table_machines,
+    table_model,
+)
 from ahpcore.api import Check, private_folder
 from ahpcore.hookspecs import hookimpl
 from ahpcore.lifecycle import TurnStart
-from ahpcore.ports.backend import Abilities, ChatStart, TranscriptReader
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ahpcore.api import PluginHost
     from ahpcore.ports import Backend
 
@@ -53,52 +64,17 @@ def _probe_seconds() -> float:
         return DEFAULT_PROBE_SECONDS
 
 
-class Misconfigured:
-    """The provider ``remote`` when ``AHP_REMOTE_MACHINES`` cannot be read: it says why."""
-
-    provider = "remote"
-    abilities = Abilities(multiple_chats=False)
-
-    def __init__(self, problem: str) -> None:
-        self.problem = problem
-
-    def agents(self) -> Sequence[Mapping[str, Any]]:
-        return [
-            {
-                "provider": self.provider,
-                "displayName": "Remote machines",
-                "description": f"Not available: {self.problem}",
-                "models": [{"id": "default", "provider": self.provider, "name": "none"}],
-            }
-        ]
-
-    async def start(self, start: ChatStart) -> Any:
-        raise RuntimeError(self.problem)
-
-    def catalogue(self, **_: Any) -> list[Any]:
-        return []
-
-    def lookup(self, session_id: str) -> None:
-        return None
-
-    def read_transcript(self, backend_id: str, reader: TranscriptReader) -> bool:
-        return False
-
-    def delete(self, backend_id: str) -> None:
-        return None
-
-    def truncate(self, backend_id: str, turn_id: str | None) -> None:
-        raise LookupError(self.problem)
+@hookimpl
+def ahp_config_tables() -> dict[str, type[BaseModel]]:
+    return {"remote": table_model()}
 
 
 @hookimpl
 async def ahp_backends(host: PluginHost, register: Callable[[Backend], None]) -> None:
-    try:
-        specs = parse_machines(os.environ.get(ENV))
-    except ConfigError as exc:
-        log.error("%s; no remote machine is offered", exc)
-        register(Misconfigured(str(exc)))
-        return
+    # A configuration that cannot be used stops the start, in one line (ConfigError).
+    specs = merge_machines(
+        table_machines(host.config_table("remote")), parse_machines(os.environ.get(ENV))
+    )
     if not specs:
         return  # nothing configured: nothing registered, nothing started
     from ahp_remote.backend import MachineBackend, RemoteBackend

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +32,10 @@ from remote_support import (
     turn_end,
 )
 
-from ahp_remote.config import ConfigError, parse_machines
+import ahp_remote.plugin
+from ahp_remote.config import ConfigError, parse_machines, table_machines, table_model
+from ahpcore.config import read
+from ahpcore.testing import host_factory
 
 pytestmark = pytest.mark.anyio
 
@@ -182,3 +186,51 @@ async def test_the_token_is_never_shown(
         assert wrong not in description
         assert TOKEN not in description
     assert wrong not in caplog.text
+
+
+# -- refusals as the host starts, and the config file ---------------------------------------------
+def test_ahp_serve_refuses_machines_it_cannot_read_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "AHP_REMOTE_MACHINES": '{"buildbox": {"ssh": "me@buildbox"'}
+    done = subprocess.run(
+        [sys.executable, "-m", "ahpcore.cli", "serve", "--stdio", "--plugins", "remote",
+         "--sessions", "memory", "--state-dir", str(tmp_path / "state")],
+        env=env, input=b"", capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.decode().strip().splitlines()
+    assert lines == [lines[0]] and lines[0].startswith("ahp: AHP_REMOTE_MACHINES is not JSON")
+
+
+async def test_machines_in_the_config_file(
+    tmp_path: Path,
+    inner_state: Path,
+    outer_state: Path,
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``[remote.machines.NAME]`` tables, the token kept as a secret the host never prints."""
+    monkeypatch.delenv("AHP_REMOTE_MACHINES", raising=False)
+    port = free_port()
+    config = tmp_path / "ahp.toml"
+    config.write_text(
+        f'[remote.machines.{MACHINE}]\nurl = "ws://127.0.0.1:{port}/"\ntoken = "{TOKEN}"\n'
+        'displayName = "the inner box"\n',
+        encoding="utf-8",
+    )
+    host = host_factory([("remote", ahp_remote.plugin)], config=read(config))
+    async with inner_host(inner_state, port), host(outer_state) as running:
+        client = await client_of(running)
+        agent = (await root_agents(client))[PROVIDER]
+        assert agent["displayName"] == "Inner agent on the inner box"
+        assert TOKEN not in json.dumps(agent)
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "hello")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+
+
+def test_a_machine_in_the_file_that_cannot_be_used_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "ahp.toml"
+    config.write_text('[remote.machines.box]\nssh = "me@box"\ndocker = "c"\n', encoding="utf-8")
+    table = table_model()(**read(config).tables["remote"])
+    with pytest.raises(ConfigError, match=r"\[remote.machines.box\] must name exactly one way"):
+        table_machines(table)

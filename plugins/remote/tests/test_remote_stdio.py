@@ -153,15 +153,3 @@ async def test_a_machine_that_is_down_is_listed_with_why(
             },
         )
         assert "not reachable" in frame["error"]["message"]
-
-
-async def test_a_configuration_that_cannot_be_read_is_said_and_the_host_serves(
-    outer_state: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    monkeypatch.setenv("AHP_REMOTE_MACHINES", '{"buildbox": {"ssh": "me@buildbox"')
-    async with outer_host(outer_state) as running:
-        client = await client_of(running)
-        agent = (await root_agents(client))["remote"]
-        assert "AHP_REMOTE_MACHINES is not JSON" in agent["description"]
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "ahp_remote.plugin"]
-    assert line.startswith("AHP_REMOTE_MACHINES is not JSON") and "\n" not in line
