@@ -498,3 +498,33 @@ async def test_a_client_id_in_use_is_not_anothers_to_take(tmp_path):
         await b2.initialize()
         assert "result" in await b2.request_frame("subscribe", {"channel": bobs})
         await running.aclose(check=False)
+
+
+async def test_a_past_sessions_changes_are_its_owners_after_a_restart(tmp_path):
+    from ahp_git import plugin as git_plugin
+
+    state = tmp_path / "state"
+    bob, carol = add(state, "bob", "member"), add(state, "carol", "member")
+    repo = (tmp_path / "repo").resolve()
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "a.txt").write_text("one")
+    extra = (("git", git_plugin),)
+    async with host_with_people(tmp_path, "file", *extra) as running:
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        session, _ = await open_session(b, 1, workingDirectories=[repo.as_uri()])
+        changes = f"{session}/changeset/session"
+        assert "result" in await b.request_frame("subscribe", {"channel": changes})
+        await running.aclose(check=False)
+    async with host_with_people(tmp_path, "file", *extra) as running:
+        c = await running.connect("carol", token=carol, conformance=False)
+        await c.initialize()
+        for channel in (changes, session):
+            frame = await c.request_frame("subscribe", {"channel": channel})
+            assert frame.get("error", {}).get("code") == -32009, frame
+            assert "belongs to user:bob" in frame["error"]["message"]
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        assert "result" in await b.request_frame("subscribe", {"channel": changes})
+        await running.aclose(check=False)
