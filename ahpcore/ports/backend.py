@@ -412,6 +412,13 @@ class ServerTools(Protocol):
         """The tools now, as ``ToolDefinition`` dicts (name, description, inputSchema)."""
         ...
 
+    def instructions(self) -> str:
+        """What the agent should be told about these tools beyond their descriptions
+        (when an artifact is worth recording), or ``""``. The backend says it once with
+        the agent's own instructions: a system prompt's append where the agent has one,
+        else ahead of the first prompt it sends. Read when the agent starts."""
+        ...
+
     async def call(self, name: str, arguments: Mapping[str, JSON]) -> ToolAnswer:
         """Run one; ``name`` may carry an MCP prefix (``mcp__ahp__list_sessions``).
 

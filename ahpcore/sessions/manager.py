@@ -51,7 +51,7 @@ from ahpcore.sessions.follow import Follower
 from ahpcore.sessions.live import LiveChat, LiveSession
 from ahpcore.sessions.registry import ARTIFACT_KEYS, SessionRegistry
 from ahpcore.sessions.reporter import EDIT_SCHEME
-from ahpcore.sessions.servertools import LISTED, ServerToolHost
+from ahpcore.sessions.servertools import ServerToolHost
 from ahpcore.sessions.transcript import Rebuilder
 from ahpcore.tasks import Tasks
 
@@ -151,14 +151,19 @@ class SessionManager:
         # Every session's <uri>/annotations, opened when a client names it.
         self.annotations = SessionAnnotations(self.registry)
         self.server_tools = ServerToolHost(
-            self.registry, rows=self._all_rows, reopen=self.reopen_for
+            self.registry, page=self._rows_page, reopen=self.reopen_for
         )
         self.registry.server_tools_for = self.server_tools.for_chat
 
-    async def _all_rows(self) -> list[dict[str, Any]]:
-        """The newest sessions, as listSessions answers them (a server tool lists them)."""
-        listing = await self.list_sessions(None, {"limit": LISTED})  # type: ignore[arg-type]
-        return list(listing["items"])
+    async def _rows_page(
+        self, limit: int, cursor: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of sessions as listSessions answers it (a server tool lists them)."""
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        listing = await self.list_sessions(None, params)  # type: ignore[arg-type]
+        return list(listing["items"]), listing.get("nextCursor")
 
     async def move_chat(self, client: Client, params: dict[str, Any]) -> Any:
         return await moves.move_chat(self.registry, client, params)

@@ -5,12 +5,18 @@ and its session advertises them in ``SessionState.serverTools``
 (``session/serverToolsChanged``, the whole set, whenever it differs from what
 the session holds). The tools:
 
-* ``list_sessions``, ``read_session`` (another session's latest turns, bounded),
-  ``send_message`` (a turn in another session's default chat);
+* ``list_sessions`` (a page at a time, newest first, with a cursor to older ones and
+  a filter), ``get_current_session``, ``read_session`` (another session's latest
+  turns, bounded), ``send_message`` (a turn in another session's default chat);
 * ``add_artifact_or_reference``, ``remove_artifact_or_reference``,
   ``list_artifacts_and_references``: entries kept in the session's
   ``_meta["agentHost/sessionArtifacts"]`` (its row carries them too), written
   with ``session/metaChanged`` and kept in the session's record.
+
+The artifact tools go with root config ``artifactTools`` (VS Code's window pushes it
+from ``chat.artifactTools.enabled``): ``false`` takes them off every session, and
+the agent is told when to record one (``ServerTools.instructions``) only while
+they are on.
 
 With ahp-users a session belongs to someone (``_meta["ahp.owner"]``): its agent
 sees and reaches only sessions of the same owner.
@@ -29,6 +35,7 @@ import anyio
 from ahpcore.notes import note
 from ahpcore.ports.backend import JSON, ToolAnswer
 from ahpcore.protocol import uris
+from ahpcore.protocol.errors import ProtocolError
 from ahpcore.sessions import state as states
 from ahpcore.sessions.live import LiveSession
 from ahpcore.sessions.registry import SessionRegistry
@@ -39,7 +46,31 @@ OWNER_KEY = "ahp.owner"
 READ_TURNS = 10
 MAX_READ_TURNS = 50
 READ_CHARS = 4000
-LISTED = 200
+#: Sessions ``list_sessions`` answers at most, by default, and how many rows one call
+#: looks through for a ``query`` before it hands back a cursor to go on from.
+LISTED = 100
+LISTED_DEFAULT = 30
+SCANNED = 2000
+#: The root config key that switches the artifact tools (VS Code's name for it).
+ARTIFACT_TOOLS_KEY = "artifactTools"
+ARTIFACT_TOOLS = frozenset(
+    {"add_artifact_or_reference", "remove_artifact_or_reference", "list_artifacts_and_references"}
+)
+#: What the agent is told about the artifact tools while they are on: when an entry is
+#: worth recording, and what counts as an artifact rather than a reference.
+ARTIFACT_INSTRUCTION = (
+    "This host shows the user, beside the chat, what a session produced (artifacts) and "
+    "what it relied on (references). Record an entry with add_artifact_or_reference only "
+    "when the user is likely to want it: recording nothing is the normal case. A pull "
+    "request or issue you opened, or one you worked to fix, change or unblock, is an "
+    "artifact; one you only read or reviewed is a reference. A deliverable the user asked "
+    "for (a report, a plan) or a result they will want to open again is an artifact; an "
+    "existing page, file or resource they should look at is a reference. Do not record "
+    "routine or scratch files, caches, logs, intermediate output, commits you made unless "
+    "asked, or sessions and chats; never make a file just to record it. Put related "
+    "entries in one call. list_artifacts_and_references shows what is recorded, with ids; "
+    "remove_artifact_or_reference takes one off."
+)
 
 ARTIFACT_TYPES = ("pullRequest", "issue", "commit", "website", "file", "resource")
 LINKED = frozenset({"pullRequest", "issue", "website", "commit"})
@@ -74,8 +105,37 @@ TOOLS: tuple[dict[str, Any], ...] = (
     {
         "name": "list_sessions",
         "title": "List sessions",
-        "description": "Lists the other sessions on this host: URI, title, provider, and which "
-        "one is this session.",
+        "description": "Lists the sessions on this host, newest first: URI, title, provider, "
+        "and which one is this session. One page at a time: an answer that stops before the "
+        "oldest ends with a cursor; pass it back to list older ones. query keeps only "
+        "sessions whose title, URI or provider contains it.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": LISTED,
+                    "description": f"How many sessions at most (default {LISTED_DEFAULT}).",
+                },
+                "cursor": {
+                    "type": "string",
+                    "description": "Where to go on from: the cursor a previous answer ended with.",
+                },
+                "query": {
+                    "type": "string",
+                    "description": "Only sessions whose title, URI or provider contains this "
+                    "(case does not matter).",
+                },
+            },
+        },
+        "annotations": {"readOnlyHint": True},
+    },
+    {
+        "name": "get_current_session",
+        "title": "Get the current session",
+        "description": "Says which session this conversation runs in: its URI, title, "
+        "provider, working directories and chats.",
         "inputSchema": {"type": "object", "properties": {}},
         "annotations": {"readOnlyHint": True},
     },
@@ -237,6 +297,9 @@ class ChatServerTools:
     def definitions(self) -> Sequence[Mapping[str, JSON]]:
         return list(self.session.state.get("serverTools") or ())
 
+    def instructions(self) -> str:
+        return self.host.instructions(self.session)
+
     async def call(self, name: str, arguments: Mapping[str, JSON]) -> ToolAnswer:
         return await self.host.call(self.session, self.chat_uri, name, arguments)
 
@@ -248,25 +311,44 @@ class ServerToolHost:
         self,
         registry: SessionRegistry,
         *,
-        rows: Callable[[], Awaitable[list[dict[str, Any]]]],
+        page: Callable[[int, str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]],
         reopen: Callable[[str], Awaitable[LiveSession]],
     ) -> None:
         self.registry = registry
-        self._rows = rows
+        #: One page of the catalogue as listSessions answers it: (rows, next cursor).
+        self._page = page
         self._reopen = reopen
         # Additions and removals on one session go one at a time (read, change, keep).
         self._locks: weakref.WeakKeyDictionary[LiveSession, anyio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        registry.engine.on_change(self._config_changed, types=("root/configChanged",))
+
+    def _artifacts_on(self) -> bool:
+        root = self.registry.engine.channels.get(uris.ROOT_CHANNEL)
+        values = ((root.state.get("config") or {}).get("values") or {}) if root else {}
+        return values.get(ARTIFACT_TOOLS_KEY) is not False
 
     def definitions(self) -> list[dict[str, Any]]:
-        return [dict(tool) for tool in TOOLS]
+        on = self._artifacts_on()
+        return [dict(tool) for tool in TOOLS if on or tool["name"] not in ARTIFACT_TOOLS]
+
+    def instructions(self, session: LiveSession) -> str:
+        """What the agent should be told about the tools it holds (empty: nothing)."""
+        held = {t.get("name") for t in session.state.get("serverTools") or ()}
+        return ARTIFACT_INSTRUCTION if "add_artifact_or_reference" in held else ""
+
+    def _config_changed(self, channel: Any, action: dict[str, Any], before: dict[str, Any]) -> None:
+        """``artifactTools`` moved: every open session says its new set at once."""
+        for session in list(self.registry.sessions.values()):
+            self.advertise(session)
 
     @note(
         "session/serverToolsChanged",
-        text="The whole set of the host's own tools (list_sessions, read_session, "
-        "send_message and the artifact tools), sent when a session's held set is not the "
-        "host's: on creation and on reopening (a record does not keep the set). A backend "
+        text="The whole set of the host's own tools (list_sessions, get_current_session, "
+        "read_session, send_message and the artifact tools), sent when a session's held set "
+        "is not the host's: on creation, on reopening (a record does not keep the set) and "
+        "when root config artifactTools turns the artifact tools off or on again. A backend "
         "without Abilities.server_tools gets none, and its sessions advertise none.",
     )
     def advertise(self, session: LiveSession) -> None:
@@ -293,7 +375,9 @@ class ServerToolHost:
             return ToolAnswer("The arguments must be an object.", success=False)
         try:
             if tool == "list_sessions":
-                return await self._list(session)
+                return await self._list(session, arguments)
+            if tool == "get_current_session":
+                return self._current(session, chat_uri)
             if tool == "read_session":
                 return await self._read(session, arguments)
             if tool == "send_message":
@@ -312,15 +396,66 @@ class ServerToolHost:
         caller = _owner(session.state)
         return caller is None or owner == caller
 
-    async def _list(self, session: LiveSession) -> ToolAnswer:
-        lines = []
-        for row in (await self._rows())[:LISTED]:
-            if not self._mine(session, (row.get("_meta") or {}).get(OWNER_KEY)):
+    async def _list(self, session: LiveSession, arguments: Mapping[str, Any]) -> ToolAnswer:
+        """A page of sessions, newest first, and a cursor to the older ones.
+
+        Each catalogue page asked for is no longer than what is still wanted, so every
+        row of it is looked at and the cursor after it loses none; a ``query`` or the
+        caller's owner may leave a page short, and the next is asked for, up to
+        ``SCANNED`` rows a call.
+        """
+        limit = arguments.get("limit", LISTED_DEFAULT)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValueError(f"limit must be an integer from 1 to {LISTED}")
+        limit = min(limit, LISTED)
+        cursor = arguments.get("cursor")
+        if cursor is not None and (not isinstance(cursor, str) or not cursor.strip()):
+            raise ValueError("cursor must be the cursor a previous list_sessions answer gave")
+        query = arguments.get("query")
+        if query is not None and not isinstance(query, str):
+            raise ValueError("query must be a string")
+        needle = (query or "").strip().lower()
+        lines: list[str] = []
+        scanned = 0
+        while len(lines) < limit and scanned < SCANNED:
+            try:
+                rows, cursor = await self._page(limit - len(lines), cursor)
+            except ProtocolError as exc:
+                raise ValueError(f"{exc.message}; start again without a cursor") from None
+            scanned += max(len(rows), 1)
+            for row in rows:
+                if not self._mine(session, (row.get("_meta") or {}).get(OWNER_KEY)):
+                    continue
+                title = row.get("title") or "(untitled)"
+                provider = row.get("provider", "")
+                said = f"{row['resource']} {title} {provider}".lower()
+                if needle and needle not in said:
+                    continue
+                here = " (this session)" if row["resource"] == session.uri else ""
+                lines.append(f"{row['resource']} — {title} [{provider}]{here}")
+            if cursor is None:
+                break
+        if not lines:
+            lines.append("No sessions" + (f" matching {query!r}" if needle else "") + ".")
+        if cursor is not None:
+            lines.append(f"More: older sessions follow; call list_sessions with cursor: {cursor}")
+        return ToolAnswer("\n".join(lines))
+
+    def _current(self, session: LiveSession, chat_uri: str) -> ToolAnswer:
+        state = session.state
+        lines = [
+            f"{session.uri} — {state.get('title') or '(untitled)'} "
+            f"[{state.get('provider', '')}] (this session)",
+            f"This chat: {chat_uri}",
+        ]
+        folders = [str(f) for f in state.get("workingDirectories") or ()]
+        lines.append("Working directories: " + (", ".join(folders) if folders else "none"))
+        for chat in state.get("chats") or ():
+            if not isinstance(chat, Mapping):
                 continue
-            here = " (this session)" if row["resource"] == session.uri else ""
-            title = row.get("title") or "(untitled)"
-            lines.append(f"{row['resource']} — {title} [{row.get('provider', '')}]{here}")
-        return ToolAnswer("\n".join(lines) if lines else "No sessions.")
+            default = " (default)" if chat.get("resource") == state.get("defaultChat") else ""
+            lines.append(f"Chat: {chat.get('resource')} — {chat.get('title') or ''}{default}")
+        return ToolAnswer("\n".join(lines))
 
     async def _target(self, session: LiveSession, arguments: Mapping[str, Any]) -> LiveSession:
         uri = arguments.get("session")

@@ -134,6 +134,7 @@ async def test_a_session_advertises_the_tools_with_a_changed_action(
         names = [tool["name"] for tool in state["serverTools"]]
         assert names == [
             "list_sessions",
+            "get_current_session",
             "read_session",
             "send_message",
             "add_artifact_or_reference",
@@ -146,7 +147,7 @@ async def test_a_session_advertises_the_tools_with_a_changed_action(
         client = await running.connect()
         await client.initialize()
         state = await session_state(client, ONE)
-        assert len(state["serverTools"]) == 6
+        assert len(state["serverTools"]) == 7
 
 
 async def test_artifacts_are_added_listed_removed_and_published_on_the_row(

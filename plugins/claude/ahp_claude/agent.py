@@ -205,8 +205,12 @@ class ClaudeAgent:
             # Through a guard that ends the CLI when the host ends, however it ends.
             cli_path, guarded = self.backend.launcher
             env = {**env, **guarded}
+        # The host's word on its own tools goes where the CLI's instructions are: its
+        # system prompt, said again to each CLI started for the session.
+        told = start.server_tools.instructions() if start.server_tools is not None else ""
         return sdk.ClaudeAgentOptions(
             cli_path=cli_path,
+            system_prompt=told or None,
             mcp_servers={tools.CLIENT_SERVER: mcp} if mcp is not None else {},
             cwd=directories[0],
             add_dirs=[*directories[1:], *self._session_folders],

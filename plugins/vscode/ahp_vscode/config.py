@@ -31,13 +31,16 @@ ROOT_CONFIG: dict[str, dict[str, Any]] = {
     },
     "terminalAutoApproveEnabled": _flag(
         "Terminal auto-approve",
-        "Whether terminalAutoApproveRules apply: a !command one of them denies is refused.",
+        "Whether terminalAutoApproveRules apply: a shell command an agent asks to run is "
+        "run unasked when the rules approve it and refused when one denies it; a !command "
+        "one of them denies is refused.",
     ),
     "terminalAutoApproveRules": _object(
         "Terminal auto-approve rules",
         "Command patterns VS Code approves (true), denies (false) or leaves alone (null), "
         "as chat.tools.terminal.autoApprove spells them. With terminalAutoApproveEnabled, "
-        "a !command a deny rule names is refused, saying which rule.",
+        "an agent's shell command they approve runs without asking, and one a deny rule "
+        "names (or a !command it names) is refused, saying which rule.",
     ),
     "disableRepoInfoTelemetry": _flag("No repository telemetry"),
     "workspaceTrust": _object("Workspace trust", "Folders the VS Code window trusts. " + _KEPT),
@@ -57,4 +60,11 @@ ROOT_CONFIG: dict[str, dict[str, Any]] = {
         "VS Code's MCP servers. " + _KEPT + " Agents read their own MCP configuration.",
     ),
     "permissions": _object("Permissions", "VS Code's allow and deny lists. " + _KEPT),
+    # Read by the core, which serves the artifact tools (root config "artifactTools").
+    "artifactTools": _flag(
+        "Artifact tools",
+        "chat.artifactTools.enabled: false takes add_artifact_or_reference and its two "
+        "siblings off every session at once, and agents are no longer told when to record "
+        "what a session produced. Unset, the tools are offered.",
+    ),
 }
