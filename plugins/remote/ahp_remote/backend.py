@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from ahp_remote.chat import RemoteChat, plain, tool_content
+from ahp_remote.chat import RemoteChat, plain, remote_chat_uri, tool_content
 from ahp_remote.config import machine_provider, provider_name
 from ahp_remote.link import LinkClosed, RemoteError
 from ahp_remote.machine import Machine
@@ -62,22 +62,39 @@ class _Watching:
         pass
 
 
+def abilities_of(agent: Mapping[str, Any] | None) -> Abilities:
+    """What a remote provider can do here, from the capabilities its host advertises:
+    more chats, forks and side chats as it has them; the rest is the same for all."""
+    capabilities = (agent or {}).get("capabilities") or {}
+    chats = capabilities.get("multipleChats")
+    return Abilities(
+        resume=True,
+        list_sessions=True,
+        delete=True,
+        rename=True,
+        multiple_chats=isinstance(chats, Mapping),
+        fork=isinstance(chats, Mapping) and chats.get("fork") is True,
+        side_chat=isinstance(chats, Mapping) and chats.get("sideChat") is True,
+    )
+
+
 class RemoteBackend:
     """The provider ``remote-<machine>-<provider>``: sessions of one remote provider."""
-
-    abilities = Abilities(
-        resume=True, list_sessions=True, delete=True, rename=True, multiple_chats=False
-    )
 
     def __init__(
         self, machine: Machine, remote_provider: str, host: PluginHost | None = None
     ) -> None:
+        # Fixed as the host starts, from what was last learned of the provider: the host
+        # reads a backend's abilities once.
+        self.abilities = abilities_of(machine.remote_agent(remote_provider))
         self.machine = machine
         #: Where a remote terminal's mirror is opened (none: terminals are named, not shown).
         self.host = host
         self.remote_provider = remote_provider
         self.provider = provider_name(machine.spec.name, remote_provider)
         self.live: dict[str, RemoteChat] = {}
+        #: Backend ids of chats beside a session's default one that this host started.
+        self.chats: set[str] = set()
 
     def attach(self, notifier: BackendNotifier) -> None:
         self.machine.on_change(notifier.agents_changed)
@@ -135,6 +152,8 @@ class RemoteBackend:
         except LinkClosed as exc:
             raise RuntimeError(str(exc)) from None
         self.live[start.backend_id] = chat
+        if not chat.default:
+            self.chats.add(start.backend_id)
         chat.forget = lambda: self.live.pop(start.backend_id, None)
         return chat
 
@@ -182,29 +201,47 @@ class RemoteBackend:
         except LinkClosed as exc:
             log.warning("cannot read the turns of %s: %s", backend_id, escape(str(exc)))
             return False
-        uri = default_chat_uri(f"{self.remote_provider}:/{backend_id}")
-        watching = _Watching()
-        try:
-            state = await machine.watch(uri, watching)
-        except (LinkClosed, RemoteError) as exc:
-            log.warning("cannot read the turns of %s: %s", uri, escape(str(exc)))
+        # A default chat's backend id is its session's id; another chat's is its own.
+        session = f"{self.remote_provider}:/{backend_id}"
+        state: dict[str, Any] | None = None
+        for uri in (default_chat_uri(session), remote_chat_uri(session, "", backend_id)):
+            watching = _Watching()
+            try:
+                state = await machine.watch(uri, watching)
+            except RemoteError:
+                continue
+            except LinkClosed as exc:
+                log.warning("cannot read the turns of %s: %s", uri, escape(str(exc)))
+                return False
+            finally:
+                await machine.unwatch(uri, watching)
+            break
+        if state is None:
             return False
-        finally:
-            await machine.unwatch(uri, watching)
         turns = [t for t in state.get("turns") or () if isinstance(t, Mapping)]
         for turn in turns:
             rebuild(reader, turn, machine.title)
         return bool(turns)
 
     async def delete(self, backend_id: str) -> None:
-        try:
-            await self.machine.request(
-                "disposeSession", {"channel": f"{self.remote_provider}:/{backend_id}"}
-            )
-        except (LinkClosed, RemoteError) as exc:
-            log.warning(
-                "the session %s stays on %s: %s", backend_id, self.machine.title, escape(str(exc))
-            )
+        session = f"{self.remote_provider}:/{backend_id}"
+        chat = remote_chat_uri(session, "", backend_id)
+        # A chat this host started is known to be one; any other id is tried as a session
+        # first (a default chat's backend id is its session's), then as a chat.
+        tries = [("disposeSession", session), ("disposeChat", chat)]
+        if backend_id in self.chats:
+            tries.reverse()
+        failure: Exception | None = None
+        for method, channel in tries:
+            try:
+                await self.machine.request(method, {"channel": channel})
+                return
+            except RemoteError as exc:
+                failure = exc
+            except LinkClosed as exc:
+                failure = exc
+                break
+        log.warning("%s stays on %s: %s", backend_id, self.machine.title, escape(str(failure)))
 
     def truncate(self, backend_id: str, turn_id: str | None) -> None:
         raise LookupError("a remote session's turns are dropped on its own host")

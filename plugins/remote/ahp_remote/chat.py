@@ -334,8 +334,17 @@ class SessionWatch:
         pass
 
 
+def remote_chat_uri(remote_session: str, session_id: str, backend_id: str) -> str:
+    """The remote chat behind one chat here: the remote session's default chat for the
+    default chat (whose backend id is the session id), ``ahp-chat:/remote-<backend id>``
+    for another."""
+    if backend_id == session_id:
+        return default_chat_uri(remote_session)
+    return f"ahp-chat:/remote-{backend_id}"
+
+
 class RemoteChat:
-    """The agent behind the default chat of a session that runs on a remote host."""
+    """The agent behind one chat of a session that runs on a remote host."""
 
     #: A ``!command`` typed here is the remote's to run (see ``ahp_remote.plugin``).
     runs_commands_remotely = True
@@ -351,9 +360,12 @@ class RemoteChat:
         self.remote_provider = remote_provider
         self.start = start
         self.session_uri = f"{remote_provider}:/{start.session_id}"
-        self.chat_uri = default_chat_uri(self.session_uri)
+        self.default = start.backend_id == start.session_id
+        self.chat_uri = remote_chat_uri(self.session_uri, start.session_id, start.backend_id)
         self.relays: dict[str, TurnRelay] = {}
-        self.mirrors = Mirrors(host, machine, self.session_uri, start.chat_uri)
+        self.mirrors = Mirrors(
+            host, machine, self.session_uri, start.chat_uri, self.chat_uri, self.default
+        )
         #: Remote turn ids this chat has taken, so a replay or a snapshot tells none twice.
         self.seen: set[str] = set()
         self._session = SessionWatch(self)
@@ -363,14 +375,27 @@ class RemoteChat:
 
     async def open(self, *, create: bool) -> None:
         machine = self.machine
-        if create:
+        start = self.start
+        if create and self.default:
             params: dict[str, Any] = {
                 "channel": self.session_uri,
                 "provider": self.remote_provider,
             }
-            if self.start.working_directories:
-                params["workingDirectories"] = list(self.start.working_directories)
+            if start.working_directories:
+                params["workingDirectories"] = list(start.working_directories)
             await machine.request("createSession", params)
+        elif create:
+            params = {"channel": self.session_uri, "chat": self.chat_uri}
+            source = start.fork_from or start.side_of
+            if source is not None:
+                params["source"] = {
+                    "kind": "fork" if start.fork_from else "sideChat",
+                    "chat": remote_chat_uri(self.session_uri, start.session_id, source[0]),
+                    "turnId": source[1],
+                }
+            if start.working_directories:
+                params["workingDirectories"] = list(start.working_directories)
+            await machine.request("createChat", params)
         session = await machine.watch(self.session_uri, self._session)
         try:
             chat = await machine.watch(self.chat_uri, self)
@@ -399,7 +424,9 @@ class RemoteChat:
                 self._follow(turn_id, active.get("message") or {}, active.get("responseParts"))
 
     async def send(self, action: Mapping[str, Any]) -> None:
+        """Send an answer there; one given while the link is down waits for it a while."""
         try:
+            await self.machine.ready(RELINK_SECONDS)
             await self.machine.dispatch(self.chat_uri, action)
         except LinkClosed as exc:
             log.warning(

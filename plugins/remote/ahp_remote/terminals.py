@@ -183,13 +183,24 @@ class Mirror:
 class Mirrors:
     """The mirrors of one remote session's terminals."""
 
-    def __init__(self, host: PluginHost | None, machine: Machine, session: str, chat: str) -> None:
+    def __init__(
+        self,
+        host: PluginHost | None,
+        machine: Machine,
+        session: str,
+        chat: str,
+        remote_chat: str,
+        default: bool,
+    ) -> None:
         self.host = host
         self.machine = machine
         #: The remote session whose terminals are mirrored.
         self.session = session
         #: The chat here that claims the mirrors.
         self.chat = chat
+        #: The remote chat whose terminals these are; the default chat's take the rest too.
+        self.remote_chat = remote_chat
+        self.default = default
         self.by_remote: dict[str, Mirror] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -207,12 +218,20 @@ class Mirrors:
             uri = info.get("resource")
             if claim.get("session") != self.session or not isinstance(uri, str):
                 continue
+            mine = claim.get("chat") == self.remote_chat
+            if not mine and not (self.default and not self._claimed_elsewhere(claim)):
+                continue
             if uri in self.by_remote:
                 continue
             mirror = self.by_remote[uri] = Mirror(self.machine, uri, str(info.get("title") or uri))
             task = asyncio.get_running_loop().create_task(self._open(mirror))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _claimed_elsewhere(self, claim: Mapping[str, Any]) -> bool:
+        """Whether another chat of the session here mirrors the terminal's chat."""
+        chat = claim.get("chat")
+        return isinstance(chat, str) and chat.startswith("ahp-chat:/remote-")
 
     async def _open(self, mirror: Mirror) -> None:
         assert self.host is not None

@@ -253,3 +253,52 @@ async def test_a_command_typed_here_is_the_remotes_to_run(
         assert "the scripted backend cannot take the result" in message
         assert not (workdir / "made-here").exists()
         assert running.host.terminals is not None and not running.host.terminals.terminals
+
+
+async def test_more_chats_forks_and_side_chats_run_there(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port) as inner, outer_host(outer_state) as running:
+        client = await client_of(running)
+        agent = (await root_agents(client))[PROVIDER]
+        assert agent["capabilities"]["multipleChats"] == {"fork": True, "sideChat": True}
+        session, chat = await open_session(client, workdir)
+        first = await start_turn(client, chat, "echo one")
+        await approve(client, chat)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+
+        fork = "ahp-chat:/a-fork"
+        await client.request(
+            "createChat",
+            {
+                "channel": session,
+                "chat": fork,
+                "source": {"kind": "fork", "chat": chat, "turnId": first},
+            },
+        )
+        await client.request("subscribe", {"channel": fork})
+        await start_turn(client, fork, "hello")
+        assert (await turn_end(client, fork))["type"] == "chat/turnComplete"
+        state = await chat_state(client, fork)
+        assert [said(state, 0), said(state, 1)] == [
+            "I will echo it. echo: one",
+            "hello from the inner host",
+        ]
+
+        # There: the session has both chats, the fork holding the turn it was forked at.
+        there = await client_of(inner, "there")
+        remote_session = "scripted:/" + session.split(":/", 1)[1]
+        remote = (await there.request("subscribe", {"channel": remote_session}))["snapshot"]
+        chats = [row["resource"] for row in remote["state"]["chats"]]
+        (remote_fork,) = [uri for uri in chats if uri != default_chat_uri(remote_session)]
+        remote_state = (await there.request("subscribe", {"channel": remote_fork}))["snapshot"]
+        assert remote_state["state"]["turns"][0]["id"] == first
+
+        await client.request("disposeChat", {"channel": fork})
+
+        async def gone() -> bool:
+            await there.sync()
+            state = (await there.request("subscribe", {"channel": remote_session}))["snapshot"]
+            return remote_fork not in [row["resource"] for row in state["state"]["chats"]]
+
+        await until(gone)
