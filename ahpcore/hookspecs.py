@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from ahpcore.api import PluginHost
     from ahpcore.findings import Check
-    from ahpcore.lifecycle import SessionCreation, TurnStart
+    from ahpcore.lifecycle import SessionCreation, ToolConfirmation, TurnStart
     from ahpcore.ports import (
         AutomationsPort,
         Backend,
@@ -289,6 +289,21 @@ def ahp_turn_starting(start: TurnStart) -> bool | None:
     Return True (or an awaitable of it) when this implementation ran the turn
     itself, reporting through ``start.report``: the agent never sees it, and no
     later implementation is asked. Raising fails the turn with that message.
+    """
+
+
+@hookspec
+def ahp_tool_confirming(confirmation: ToolConfirmation) -> None:
+    """An agent asks to confirm a tool call; the person has not been asked yet.
+
+    ``confirmation`` names the session, chat, provider, turn, call, tool name, its
+    ``tool_kind`` (``_meta.toolKind``), its input and, for a tool that runs a shell
+    command line, the ``command``. Call ``confirmation.approve(reason)`` to let it run
+    unasked (clients see it ``confirmed: "setting"``) or ``confirmation.deny(reason)``
+    to refuse it (clients and the agent see ``reason``). Implementations are asked in
+    turn until one decides; when none does, the person is asked as before. An
+    implementation that raises is logged and decides nothing. A rebuilt turn asks
+    nobody, so this is called for live turns only.
     """
 
 

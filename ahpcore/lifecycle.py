@@ -19,6 +19,8 @@ The moments, in the order a session meets them:
    (a changeset is read again first).
 4. ``turn_starting``: a turn is about to go to the agent; a subscriber may run
    it itself (``!command``) and say so.
+   ``tool_confirming``: within a turn, the agent asks to confirm a tool call; a
+   subscriber may approve or deny it before the person is asked.
 5. ``resource_written``: a client wrote a file through ``resourceWrite``.
 6. ``session_disposing``: ``disposeSession`` stopped the session's chats; the
    backend has not deleted it yet.
@@ -31,7 +33,9 @@ page.
 
 from __future__ import annotations
 
+import json
 import logging
+import shlex
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -93,6 +97,72 @@ class TurnStart:
     agent: Agent | None
 
 
+#: The ``toolKind`` of a tool that runs a shell command line (``_meta.toolKind``).
+TERMINAL_KIND = "terminal"
+
+
+@dataclass
+class ToolConfirmation:
+    """A tool call the agent asks to confirm, before anyone is asked.
+
+    A subscriber decides with ``approve(reason)`` or ``deny(reason)``; the first to
+    decide wins and the person is not asked. ``reason`` says who decided and why (a
+    rule's name): it is logged, a denial shows it to clients as the call's
+    ``reasonMessage``, and an approval marks the call ``confirmed: "setting"``.
+    """
+
+    session: str
+    chat: str
+    provider: str
+    turn_id: str
+    call_id: str
+    tool_name: str
+    #: The call's ``_meta.toolKind`` as its backend started it (``terminal``, ``read``,
+    #: ``search`` ...), or None when it gave none.
+    tool_kind: str | None
+    #: The input as the backend reported it (usually JSON text).
+    tool_input: str | None
+    invocation_message: str
+    #: The shell command line, when the tool runs one (``tool_kind`` is ``terminal``
+    #: and its input names a ``command``), else None.
+    command: str | None = None
+    approved: bool | None = None
+    reason: str = ""
+    decided_by: str | None = None
+
+    @property
+    def decided(self) -> bool:
+        return self.approved is not None
+
+    def approve(self, reason: str) -> None:
+        """Let the call run without asking; ``reason`` says what allowed it."""
+        self._decide(True, reason)
+
+    def deny(self, reason: str) -> None:
+        """Refuse the call without asking; ``reason`` tells clients and the agent why."""
+        self._decide(False, reason)
+
+    def _decide(self, approved: bool, reason: str) -> None:
+        if self.approved is None:  # the first decision stands
+            self.approved, self.reason = approved, reason
+
+
+def command_of(tool_kind: str | None, tool_input: str | None) -> str | None:
+    """The command line a terminal tool's input names: ``{"command": "..."}`` (Claude's
+    Bash, pi's bash, most ACP agents), a list of words, or plain text."""
+    if tool_kind != TERMINAL_KIND or not tool_input:
+        return None
+    try:
+        data = json.loads(tool_input)
+    except ValueError:
+        return tool_input.strip() or None
+    if isinstance(data, dict):
+        data = data.get("command", data.get("cmd"))
+    if isinstance(data, list) and data and all(isinstance(word, str) for word in data):
+        return shlex.join(data)
+    return (data.strip() or None) if isinstance(data, str) else None
+
+
 class Lifecycle(Protocol):
     """What the session machinery calls at each moment (the host implements it)."""
 
@@ -103,6 +173,8 @@ class Lifecycle(Protocol):
     async def channel_subscribing(self, channel: str) -> None: ...
 
     async def turn_starting(self, start: TurnStart) -> bool: ...
+
+    async def tool_confirming(self, confirmation: ToolConfirmation) -> None: ...
 
     async def resource_written(self, uri: str) -> None: ...
 
@@ -150,6 +222,18 @@ class HookLifecycle:
             if await resolve(impl(start=start)):
                 return True
         return False
+
+    async def tool_confirming(self, confirmation: ToolConfirmation) -> None:
+        for impl in self._hooks.implementations("ahp_tool_confirming"):
+            try:
+                await resolve(impl(confirmation=confirmation))
+            except Exception:
+                # A plugin that fails decides nothing: the next one, or the person, does.
+                log.exception("the %s plugin failed at ahp_tool_confirming", impl.plugin)
+                continue
+            if confirmation.decided:
+                confirmation.decided_by = impl.plugin
+                return
 
     async def resource_written(self, uri: str) -> None:
         await self._each("ahp_resource_written", strict=False, uri=uri)

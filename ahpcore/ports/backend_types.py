@@ -190,6 +190,9 @@ class Approval:
     suggestion: str | None = None
     #: The ``ApprovalOption.id`` the person picked, when the call offered options.
     selected_option_id: str | None = None
+    #: Set when nobody was asked: the reason a plugin gave deciding in the person's
+    #: stead (``ahp_tool_confirming``, such as a terminal auto-approve rule).
+    setting: str | None = None
 
 
 @dataclass(frozen=True)

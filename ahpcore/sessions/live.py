@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import anyio
 
 from ahpcore.engine.channels import Channel
+from ahpcore.lifecycle import ToolConfirmation
 from ahpcore.ports.backend import Agent, Backend, ChatStart, SessionReporter, TurnReporter
 
 
@@ -34,6 +35,10 @@ class Hub(Protocol):
 
     async def intercept_turn(self, chat: LiveChat, turn: Any, report: Any) -> bool:
         """Offer a turn to the host's turn interceptors; True when one of them ran it."""
+        ...
+
+    async def tool_confirming(self, chat: LiveChat, fields: dict[str, Any]) -> ToolConfirmation:
+        """Offer a tool call asking for confirmation to the plugins before the person."""
         ...
 
     def child_chat(self, parent: LiveChat, call_id: str, title: str) -> LiveChat:

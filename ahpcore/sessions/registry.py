@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from ahpcore.engine.core import Engine
-from ahpcore.lifecycle import Lifecycle, TurnStart
+from ahpcore.lifecycle import Lifecycle, ToolConfirmation, TurnStart
 from ahpcore.ports.backend import Backend, ChatStart, ServerTools, SessionReporter
 from ahpcore.protocol import uris
 from ahpcore.sessions import composer
@@ -107,6 +107,14 @@ class SessionRegistry:
             agent=chat.runner.agent,
         )
         return await self.lifecycle.turn_starting(start)
+
+    async def tool_confirming(self, chat: LiveChat, fields: dict[str, Any]) -> ToolConfirmation:
+        session = chat.session
+        confirmation = ToolConfirmation(
+            session=session.uri, chat=chat.uri, provider=session.provider, **fields
+        )
+        await self.lifecycle.tool_confirming(confirmation)
+        return confirmation
 
     def chat_start(
         self, chat: LiveChat, report: SessionReporter, tokens: dict[str, str] | None

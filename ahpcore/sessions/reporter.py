@@ -96,6 +96,7 @@ class ChildChats:
             tool_owner=child.session.tool_owner,
             children=ChildChats(runner, call_id),
             edits_pending=runner.serve_edits,
+            confirming=lambda fields: hub.tool_confirming(child, fields),
         )
         return child.uri, recorder
 

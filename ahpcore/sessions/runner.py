@@ -140,6 +140,7 @@ class ChatRunner:
             first_part=len(active.get("responseParts", [])) + 1,
             children=ChildChats(self, turn_id),
             edits_pending=self.serve_edits,
+            confirming=lambda fields: self.hub.tool_confirming(chat, fields),
         )
 
     def serve_edits(self, call_id: str, edits: Any) -> list[dict[str, Any]]:

@@ -10,10 +10,12 @@ them into a detached chat state with the same reducers. Questions wait on
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ahpcore.lifecycle import ToolConfirmation, command_of
 from ahpcore.ports.backend import (
     Approval,
     ApprovalOption,
@@ -23,8 +25,12 @@ from ahpcore.ports.backend import (
     TurnReporter,
 )
 
+log = logging.getLogger(__name__)
+
 #: The _meta prefix this host names its own keys with.
 META_PREFIX = "ahp."
+#: The ``_meta`` key of a call a plugin approved unasked: the reason it gave.
+CONFIRMED_BY = f"{META_PREFIX}confirmedBy"
 
 Action = dict[str, Any]
 Sink = Callable[[Action], object]
@@ -140,6 +146,9 @@ class TurnRecorder:
     children: Children | None = None
     #: Called with the pending edits of a call that asks, and again with () once answered.
     edits_pending: Callable[[str, Sequence[PendingEdit]], list[dict[str, Any]]] | None = None
+    #: Asks the plugins about a call before the person is (``ahp_tool_confirming``): given
+    #: the call's own fields of a ``ToolConfirmation``, the confirmation as they left it.
+    confirming: Callable[[dict[str, Any]], Awaitable[ToolConfirmation]] | None = None
     #: Subagent child chats by call id: (uri, name, description).
     _subagents: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     #: Subagents running in the background, whose child turns the agent ends itself.
@@ -336,6 +345,9 @@ class TurnRecorder:
             raise CannotAsk("a rebuilt turn cannot ask for approval")
         if deferred is not None and tool_input is None:
             tool_input = deferred[0]
+        settled = await self._settled(call_id, tool_input, invocation_message, title, options)
+        if settled is not None:
+            return settled
         served = self.edits_pending(call_id, edits) if self.edits_pending and edits else None
         self._ready(
             call_id,
@@ -350,6 +362,59 @@ class TurnRecorder:
         finally:
             if served and self.edits_pending is not None:
                 self.edits_pending(call_id, ())
+
+    async def _settled(
+        self,
+        call_id: str,
+        tool_input: str | None,
+        invocation_message: str,
+        title: str | None,
+        options: Sequence[ApprovalOption],
+    ) -> Approval | None:
+        """The answer a plugin gave in the person's stead, already told to clients; None
+        when none decided and the person is to be asked."""
+        if self.confirming is None:
+            return None
+        kind = (self._start_meta.get(call_id) or {}).get("toolKind")
+        confirmation = await self.confirming(
+            {
+                "turn_id": self.turn_id,
+                "call_id": call_id,
+                "tool_name": self._tools.get(call_id, ""),
+                "tool_kind": kind if isinstance(kind, str) else None,
+                "tool_input": tool_input,
+                "invocation_message": invocation_message,
+                "command": command_of(kind if isinstance(kind, str) else None, tool_input),
+            }
+        )
+        if not confirmation.decided:
+            return None
+        log.info(
+            "%s %s the tool call %s in %s: %s",
+            confirmation.decided_by or "a plugin",
+            "approved" if confirmation.approved else "denied",
+            call_id,
+            self.chat_uri,
+            confirmation.reason,
+        )
+        if confirmation.approved:
+            meta = {**(self._start_meta.get(call_id) or {}), CONFIRMED_BY: confirmation.reason}
+            self._start_meta[call_id] = meta  # later actions set _meta whole: it stays
+            self._ready(call_id, tool_input, invocation_message, confirmed="setting", _meta=meta)
+            return Approval(True, setting=confirmation.reason)
+        denial = Approval(
+            False, reason="denied", suggestion=confirmation.reason, setting=confirmation.reason
+        )
+        # Asked and answered at once, as a rebuilt turn reads: the call shows what it was.
+        self.tool_decided(
+            call_id,
+            tool_input=tool_input,
+            invocation_message=invocation_message,
+            approval=denial,
+            title=title,
+            options=options,
+        )
+        return denial
 
     def tool_decided(
         self,
@@ -380,7 +445,7 @@ class TurnRecorder:
                 turnId=self.turn_id,
                 toolCallId=call_id,
                 approved=True,
-                confirmed="user-action",
+                confirmed="setting" if approval.setting is not None else "user-action",
                 editedToolInput=approval.edited_input,
                 selectedOptionId=approval.selected_option_id,
             )
@@ -390,6 +455,7 @@ class TurnRecorder:
             toolCallId=call_id,
             approved=False,
             reason=approval.reason if approval.reason in ("denied", "skipped") else "denied",
+            reasonMessage=approval.setting,
             selectedOptionId=approval.selected_option_id,
         )
 

@@ -272,6 +272,7 @@ class TurnRun:
             name,
             display_name=self.fill(step.display_name) if step.display_name else None,
             intention=self.fill(step.intention) if step.intention else None,
+            meta={"toolKind": step.kind} if step.kind else None,
         )
         half = len(tool_input) // 2
         for piece in (tool_input[:half], tool_input[half:]):

@@ -59,7 +59,8 @@ class Tool:
     runs a tool a client provides (``<clientId>__<name>``; ``name`` may be the
     bare ``<name>``). ``server`` runs one of the host's own tools (``list_sessions``,
     ``add_artifact_or_reference``, ...) with ``input`` as its arguments; its answer
-    is the result. A denied approval runs ``on_deny`` and ends the turn.
+    is the result. A denied approval runs ``on_deny`` and ends the turn. ``kind`` is
+    the ``_meta.toolKind`` the call starts with (``terminal`` for a shell command).
     """
 
     name: str
@@ -77,6 +78,7 @@ class Tool:
     options: tuple[Mapping[str, JSON], ...]
     edits: tuple[Mapping[str, JSON], ...]
     server: bool
+    kind: str | None
 
     def __init__(
         self,
@@ -95,10 +97,12 @@ class Tool:
         options: Sequence[Mapping[str, JSON]] = (),
         edits: Sequence[Mapping[str, JSON]] = (),
         server: bool = False,
+        kind: str | None = None,
     ) -> None:
         _set(
             self,
             server=server,
+            kind=kind,
             options=tuple(dict(option) for option in options),
             edits=tuple(dict(edit) for edit in edits),
             name=name,
@@ -615,6 +619,7 @@ FIELDS: dict[type, dict[str, Check]] = {
         "on_deny": _steps,
         "options": _json_list,
         "edits": _json_list,
+        "kind": _optional_text,
     },
     Ask: {
         "questions": _questions,
