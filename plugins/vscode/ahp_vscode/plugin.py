@@ -22,7 +22,7 @@ from ahp_vscode import artifacts, autoapprove, debuglogs, devcontainers, diagnos
 from ahp_vscode.config import ROOT_CONFIG
 from ahpcore.api import PluginHost, file_uri, path_of_file_uri, private_folder
 from ahpcore.hookspecs import hookimpl
-from ahpcore.lifecycle import TurnStart
+from ahpcore.lifecycle import ToolConfirmation, TurnStart
 from ahpcore.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -198,6 +198,29 @@ class VSCodePlugin:
                 "run; change the rule in VS Code's chat.tools.terminal.autoApprove to run it"
             )
         return None
+
+    @hookimpl
+    def ahp_tool_confirming(self, confirmation: ToolConfirmation) -> None:
+        """A shell command an agent asks to run is approved or denied by the window's
+        rules, as VS Code's own agents' are; one no rule decides is the person's to answer.
+
+        The rules are root config, which only an admin may push where ahp-users is
+        installed, so they speak for whoever runs the host rather than for one client.
+        """
+        host = self.host
+        if host is None or confirmation.command is None:
+            return
+        if host.root_config(autoapprove.ENABLED_KEY) is not True:
+            return
+        verdict = autoapprove.judge(confirmation.command, host.root_config(autoapprove.RULES_KEY))
+        said = f"{verdict.reason} (terminalAutoApproveRules, pushed by VS Code)"
+        if verdict.result == "approved":
+            confirmation.approve(said)
+        elif verdict.result == "denied":
+            confirmation.deny(
+                f"{said}: it was not run; change the rule in VS Code's "
+                "chat.tools.terminal.autoApprove to run it"
+            )
 
     @hookimpl
     def ahp_host_started(self, host: PluginHost) -> None:
