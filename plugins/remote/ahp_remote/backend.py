@@ -25,6 +25,7 @@ from ahp_remote.machine import Machine
 from ahpcore.api import escape
 from ahpcore.ports.backend import (
     Abilities,
+    AgentRefused,
     Approval,
     BackendNotifier,
     CatalogueRow,
@@ -72,6 +73,9 @@ def abilities_of(agent: Mapping[str, Any] | None) -> Abilities:
         list_sessions=True,
         delete=True,
         rename=True,
+        truncate=True,
+        agent_truncate=True,
+        steering=True,
         multiple_chats=isinstance(chats, Mapping),
         fork=isinstance(chats, Mapping) and chats.get("fork") is True,
         side_chat=isinstance(chats, Mapping) and chats.get("sideChat") is True,
@@ -243,8 +247,20 @@ class RemoteBackend:
                 break
         log.warning("%s stays on %s: %s", backend_id, self.machine.title, escape(str(failure)))
 
-    def truncate(self, backend_id: str, turn_id: str | None) -> None:
-        raise LookupError("a remote session's turns are dropped on its own host")
+    async def truncate(self, backend_id: str, turn_id: str | None) -> None:
+        """A chat with no live agent here: its turns are dropped there all the same."""
+        session = f"{self.remote_provider}:/{backend_id}"
+        chat = remote_chat_uri(session, "" if backend_id in self.chats else backend_id, backend_id)
+        action: dict[str, Any] = {"type": "chat/truncated"}
+        if turn_id is not None:
+            action["turnId"] = turn_id
+        try:
+            await self.machine.ready(START_WAIT)
+            refused = await self.machine.dispatch(chat, action, answered=True)
+        except LinkClosed as exc:
+            raise AgentRefused(str(exc)) from None
+        if refused is not None:
+            raise AgentRefused(f"{self.machine.title} refused: {refused}")
 
     async def rename(self, backend_id: str, title: str) -> None:
         try:

@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from ahp_remote.link import LinkClosed
 from ahp_remote.terminals import Mirrors
 from ahpcore.api import escape
 from ahpcore.ports.backend import (
+    AgentRefused,
     Approval,
     ApprovalOption,
     ChatStart,
@@ -469,6 +471,35 @@ class RemoteChat:
             raise RemoteTurnFailed(relay.error or "the turn failed")
         if relay.outcome == "cancelled":
             raise RemoteTurnFailed(f"the turn was cancelled on {machine.title}")
+
+    async def truncate(self, turn_id: str | None, reference: str | None) -> None:
+        """Drop the turns after ``turn_id`` there (all of them for None); the remote says no
+        with a reason (a turn it does not know, a provider that cannot)."""
+        action: dict[str, Any] = {"type": "chat/truncated"}
+        if turn_id is not None:
+            action["turnId"] = turn_id
+        try:
+            refused = await self.machine.dispatch(self.chat_uri, action, answered=True)
+        except LinkClosed as exc:
+            raise AgentRefused(str(exc)) from None
+        if refused is not None:
+            raise AgentRefused(f"{self.machine.title} refused: {refused}")
+        self.seen.discard(turn_id or "")
+
+    async def steer(self, message: Mapping[str, Any]) -> bool:
+        """Hand a steering message to the running turn there; False (kept for the next turn
+        here) when the remote will not take it."""
+        action = {
+            "type": "chat/pendingMessageSet",
+            "kind": "steering",
+            "id": str(uuid.uuid4()),
+            "message": dict(message),
+        }
+        try:
+            refused = await self.machine.dispatch(self.chat_uri, action, answered=True)
+        except LinkClosed:
+            return False
+        return refused is None
 
     async def _cancel(self, relay: TurnRelay) -> None:
         if relay.done.is_set():

@@ -44,6 +44,8 @@ CATALOGUE_SECONDS = 30.0
 #: Remote sessions listed at most, page by page.
 CATALOGUE_MAX = 2000
 CATALOGUE_PAGE = 500
+#: How long a dispatch that wants its answer waits for it.
+ANSWER_SECONDS = 30.0
 
 
 class Watcher(Protocol):
@@ -92,6 +94,8 @@ class Machine:
         self._watchers: dict[str, list[Watcher]] = {}
         #: (channel, id(watcher)) -> actions held for a watcher until it took its snapshot.
         self._pending: dict[tuple[str, int], list[tuple[dict[str, Any], Any]]] = {}
+        #: clientSeq -> the dispatch waiting to hear whether the remote took it.
+        self._answers: dict[int, asyncio.Future[str | None]] = {}
         #: What the remote sent while a handshake's answer was being taken in.
         self._early: list[tuple[str, dict[str, Any]]] | None = None
         self._changed: list[Callable[[], None]] = []
@@ -175,14 +179,33 @@ class Machine:
             raise LinkClosed(self.state_line())
         return await link.request(method, {"channel": ROOT_CHANNEL, **params})
 
-    async def dispatch(self, channel: str, action: Mapping[str, Any]) -> None:
+    async def dispatch(
+        self, channel: str, action: Mapping[str, Any], *, answered: bool = False
+    ) -> str | None:
+        """Dispatch an action on a remote channel. With ``answered``, wait until the remote
+        applied it (None) or refused it (the reason it gave)."""
         link = self.link
         if link is None or not self.up.is_set():
             raise LinkClosed(self.state_line())
-        await link.notify(
-            "dispatchAction",
-            {"channel": channel, "clientSeq": next(self._client_seq), "action": dict(action)},
-        )
+        seq = next(self._client_seq)
+        waiting: asyncio.Future[str | None] | None = None
+        if answered:
+            waiting = self._answers[seq] = asyncio.get_running_loop().create_future()
+        try:
+            await link.notify(
+                "dispatchAction", {"channel": channel, "clientSeq": seq, "action": dict(action)}
+            )
+            if waiting is None:
+                return None
+            try:
+                async with asyncio.timeout(ANSWER_SECONDS):
+                    return await waiting
+            except TimeoutError:
+                raise LinkClosed(
+                    f"{self.title} did not answer {action.get('type')} in {ANSWER_SECONDS:.0f} s"
+                ) from None
+        finally:
+            self._answers.pop(seq, None)
 
     async def watch(self, uri: str, watcher: Watcher) -> dict[str, Any]:
         """Subscribe to a remote channel for ``watcher``; its state now."""
@@ -436,14 +459,16 @@ class Machine:
             self._save()
 
     def _envelope(self, envelope: Mapping[str, Any]) -> None:
-        seq = envelope.get("serverSeq")
-        if isinstance(seq, int | float):
-            if self._seq is not None and seq <= self._seq:
-                return  # seen already (a replay overlapping what arrived before the drop)
-            self._seq = int(seq)
         channel, action = envelope.get("channel"), envelope.get("action")
         if not isinstance(action, dict):
             return
+        origin = envelope.get("origin")
+        if isinstance(origin, dict) and origin.get("clientId") == self.client_id:
+            # First: a refusal (or a no-op's echo) repeats a serverSeq already seen.
+            waiting = self._answers.get(origin.get("clientSeq"))  # type: ignore[arg-type]
+            if waiting is not None and not waiting.done():
+                refused = envelope.get("rejectionReason")
+                waiting.set_result(str(refused) if refused is not None else None)
         if "rejectionReason" in envelope:
             log.info(
                 "%s refused %s on %s: %s",
@@ -453,6 +478,11 @@ class Machine:
                 escape(str(envelope["rejectionReason"]))[:200],
             )
             return
+        seq = envelope.get("serverSeq")
+        if isinstance(seq, int | float):
+            if self._seq is not None and seq <= self._seq:
+                return  # seen already (a replay overlapping what arrived before the drop)
+            self._seq = int(seq)
         if channel == ROOT_CHANNEL:
             if action.get("type") == "root/agentsChanged":
                 self._agents(action.get("agents") or [])
@@ -460,7 +490,6 @@ class Machine:
             elif action.get("type") == "root/terminalsChanged":
                 self._terminals(action.get("terminals") or [])
             return
-        origin = envelope.get("origin")
         said = origin if isinstance(origin, dict) else None
         for watcher in list(self._watchers.get(str(channel), ())):
             pending = self._pending.get((str(channel), id(watcher)))

@@ -302,3 +302,44 @@ async def test_more_chats_forks_and_side_chats_run_there(
             return remote_fork not in [row["resource"] for row in state["state"]["chats"]]
 
         await until(gone)
+
+
+async def test_truncating_and_steering_reach_the_remote_chat(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port) as inner, outer_host(outer_state) as running:
+        client = await client_of(running)
+        session, chat = await open_session(client, workdir)
+        first = await start_turn(client, chat, "hello")
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+
+        # Steering: the running turn there takes it at its next step.
+        await start_turn(client, chat, "gap")
+        await client.recv_until(is_action("chat/responsePart", chat))
+        await client.dispatch(
+            chat,
+            {
+                "type": "chat/pendingMessageSet",
+                "kind": "steering",
+                "id": "steer-1",
+                "message": {"text": "hello", "origin": {"kind": "user"}},
+            },
+        )
+        await client.recv_until(is_action("chat/pendingMessageRemoved", chat))
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        text = said(await chat_state(client, chat))
+        assert "hello from the inner host" in text and "after the gap" not in text
+
+        # Truncating: the turns after the first go, here and there.
+        seq = await client.dispatch(chat, {"type": "chat/truncated", "turnId": first})
+        answer = await client.answer_to(seq)
+        assert "rejectionReason" not in answer, answer
+        assert [t["id"] for t in (await chat_state(client, chat))["turns"]] == [first]
+        there = await client_of(inner, "there")
+        remote_chat = default_chat_uri("scripted:/" + session.split(":/", 1)[1])
+        remote = (await there.request("subscribe", {"channel": remote_chat}))["snapshot"]
+        assert [t["id"] for t in remote["state"]["turns"]] == [first]
+
+        # A turn the remote does not know is refused with its reason.
+        seq = await client.dispatch(chat, {"type": "chat/truncated", "turnId": "nope"})
+        assert "rejectionReason" in await client.answer_to(seq)
