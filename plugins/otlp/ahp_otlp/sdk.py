@@ -63,7 +63,10 @@ class Pipeline:
         measures: Measures,
         turns_ended: Callable[[], Mapping[tuple[tuple[str, str], ...], int]],
         sessions_made: Callable[[], int],
+        level: Callable[[], Any] = lambda: None,
     ) -> None:
+        """``level``: the window's ``telemetryLevel`` now, read at each export to the
+        collector (the channels do not ask it)."""
         outlet = Outlet(loop)
         resource = Resource.create(
             {
@@ -90,7 +93,7 @@ class Pipeline:
             )
         ]
         if endpoint is not None:
-            self._to_collector(endpoint.rstrip("/"), readers, batch_ms, metrics_ms)
+            self._to_collector(endpoint.rstrip("/"), readers, batch_ms, metrics_ms, level)
         self.meter_provider = MeterProvider(
             resource=resource, metric_readers=readers, shutdown_on_exit=False
         )
@@ -102,29 +105,25 @@ class Pipeline:
         self._instruments(version)
 
     def _to_collector(
-        self, endpoint: str, readers: list[MetricReader], batch_ms: float, metrics_ms: float
+        self,
+        endpoint: str,
+        readers: list[MetricReader],
+        batch_ms: float,
+        metrics_ms: float,
+        level: Callable[[], Any],
     ) -> None:
-        """The standard OTLP/HTTP exporters, beside the channels."""
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        """The standard OTLP/HTTP exporters, beside the channels, sending what the
+        window's ``telemetryLevel`` allows (``ahp_otlp.gates``)."""
+        from ahp_otlp.gates import collector_exporters
 
+        spans, logs, metrics = collector_exporters(endpoint, level)
         self.tracer_provider.add_span_processor(
-            BatchSpanProcessor(
-                OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces"), schedule_delay_millis=batch_ms
-            )
+            BatchSpanProcessor(spans, schedule_delay_millis=batch_ms)
         )
         self.logger_provider.add_log_record_processor(
-            BatchLogRecordProcessor(
-                OTLPLogExporter(endpoint=f"{endpoint}/v1/logs"), schedule_delay_millis=batch_ms
-            )
+            BatchLogRecordProcessor(logs, schedule_delay_millis=batch_ms)
         )
-        readers.append(
-            PeriodicExportingMetricReader(
-                OTLPMetricExporter(endpoint=f"{endpoint}/v1/metrics"),
-                export_interval_millis=metrics_ms,
-            )
-        )
+        readers.append(PeriodicExportingMetricReader(metrics, export_interval_millis=metrics_ms))
 
     # -- spans ----------------------------------------------------------------------
     def request_span(self, client_id: str | None, method: str) -> Span:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ahp_otlp import gates
 from ahpcore.api import HostMeasures, PluginHost, redact
 from ahpcore.lifecycle import TurnStart
 from ahpcore.protocol import ProtocolError
@@ -57,6 +58,8 @@ MAX_PENDING_DURATIONS = 10_000
 MAX_EARLY_RECORDS = 1000
 #: How long an SDK thread waits for the event loop to read the host's measures.
 MEASURE_TIMEOUT = 2.0
+#: The root config key VS Code's window pushes its telemetry level in.
+LEVEL_KEY = "telemetryLevel"
 #: Methods after which a telemetry channel may have its first subscriber.
 SUBSCRIBING = frozenset({"subscribe", "initialize", "reconnect"})
 
@@ -148,10 +151,14 @@ class Telemetry:
         self._durations: deque[tuple[float, dict[str, str]]] = deque(maxlen=MAX_PENDING_DURATIONS)
         self._measured: tuple[float, HostMeasures | None] = (0.0, None)
         self._measure_lock = threading.Lock()
+        #: The window's root config ``telemetryLevel`` (declared by ahp-vscode): what an
+        #: outside collector may be sent (``ahp_otlp.gates``). Read on the SDK's threads.
+        self.level: Any = host.root_config(LEVEL_KEY)
         self.handler = LogBridge(self)
         logging.getLogger().addHandler(self.handler)
         host.on_request(self.request_started)
         host.on_change(self.turn_changed, types=TURN_TYPES)
+        host.on_change(self._config_changed, types=("root/configChanged",))
         host.at_stop(self.stop)
         if self.collector:
             self.load()
@@ -180,6 +187,7 @@ class Telemetry:
                 measures=self._measures,
                 turns_ended=lambda: dict(self.turns_ended),
                 sessions_made=lambda: self.sessions_made,
+                level=lambda: self.level,
             )
         except Exception:
             log.exception("could not start telemetry")
@@ -213,9 +221,15 @@ class Telemetry:
     def collector(self) -> bool:
         return self.options.endpoint is not None
 
+    def _config_changed(self, channel: str, action: Mapping[str, Any]) -> None:
+        self.level = self.host.root_config(LEVEL_KEY)
+
+    def _usage_to_collector(self) -> bool:
+        return self.collector and gates.usage_allowed(self.level)
+
     def tracing(self) -> Pipeline | None:
         pipeline = self.pipeline
-        if pipeline is not None and (self.collector or self.traces.watched):
+        if pipeline is not None and (self._usage_to_collector() or self.traces.watched):
             return pipeline
         return None
 
@@ -223,15 +237,17 @@ class Telemetry:
         """The lowest severity anyone wants now, or None when nobody wants logs."""
         if self.pipeline is None and not self._loading:
             return None
-        if self.collector:
-            return 1
+        floors = []
+        if self.collector and gates.log_floor(self.level) is not None:
+            floors.append(gates.log_floor(self.level) or 1)
         for floor, stream in self.log_streams.items():  # lowest first
             if stream.watched:
-                return floor
-        return None
+                floors.append(floor)
+                break
+        return min(floors) if floors else None
 
     def measuring(self) -> bool:
-        return self.collector or self.metrics.watched
+        return self._usage_to_collector() or self.metrics.watched
 
     # -- spans per request -------------------------------------------------------------
     def request_started(self, client_id: str | None, method: str) -> Any:

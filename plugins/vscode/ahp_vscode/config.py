@@ -26,7 +26,9 @@ ROOT_CONFIG: dict[str, dict[str, Any]] = {
         "type": "string",
         "title": "Telemetry level",
         "description": "The most restrictive telemetry level of the connected VS Code windows. "
-        + _KEPT,
+        "With ahp-otlp and --otlp-endpoint, the outside collector gets everything at all, "
+        "error and fatal log records at error, fatal ones at crash, nothing at off; the "
+        "ahp-otlp: channels are not held to it.",
         "enum": ["all", "error", "crash", "off"],
     },
     "terminalAutoApproveEnabled": _flag(
