@@ -14,6 +14,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import quote
@@ -181,7 +182,14 @@ class AcpChat:
                 self.replay = None
             self._took(loaded.modes if loaded else None, loaded.config_options if loaded else None)
         else:
-            made = await conn.new_session(cwd=cwd, mcp_servers=[])
+            turns: list[TurnNote] = []
+            if start.fork_from is not None:
+                source, turns = self._fork_source(*start.fork_from)
+                made: Any = await conn.fork_session(
+                    session_id=source.acp_session_id, cwd=cwd, mcp_servers=[]
+                )
+            else:
+                made = await conn.new_session(cwd=cwd, mcp_servers=[])
             now = now_iso()
             self.record = ChatRecord(
                 backend_id=start.backend_id,
@@ -191,11 +199,32 @@ class AcpChat:
                 modified_at=now,
                 cwd=cwd,
                 working_directories=list(start.working_directories),
+                turns=turns,
             )
             self.backend.records.chats[start.backend_id] = self.record
             self._took(made.modes, made.config_options)
             await self.backend.records.save()
         await self._apply_config(start.config)
+
+    def _fork_source(self, backend_id: str, turn_id: str) -> tuple[ChatRecord, list[TurnNote]]:
+        """The chat a fork continues, and its turns up to the one forked from.
+
+        ``session/fork`` copies a whole conversation: the agent would remember every
+        turn after the one named, so only a fork from the last turn is what was asked.
+        """
+        title = self.backend.spec.title
+        source = self.backend.records.chats.get(backend_id)
+        if source is None:
+            raise AgentFailed(f"{title}: this host keeps no record of the chat to fork")
+        ids = [turn.id for turn in source.turns]
+        if turn_id not in ids:
+            raise AgentFailed(f"{title}: the chat to fork has no turn {turn_id!r}")
+        if ids[-1] != turn_id:
+            raise AgentFailed(
+                f"{title} forks a whole conversation (session/fork), so a chat can be "
+                f"forked from its last turn only, not from {turn_id!r}"
+            )
+        return source, [TurnNote(**asdict(turn)) for turn in source.turns]
 
     def _took(self, modes: schema.SessionModeState | None, options: Sequence[Any] | None) -> None:
         """What a new or loaded session offers: its modes and config options."""

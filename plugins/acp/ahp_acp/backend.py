@@ -86,10 +86,21 @@ class AcpBackend:
             return bool(self.info.agent_capabilities.load_session)
         return bool(self.records.learned.get("loadSession"))
 
+    @property
+    def can_fork(self) -> bool:
+        """Whether the agent advertises ``session/fork`` (an unstable part of ACP)."""
+        info = self.info
+        if info is not None and info.agent_capabilities is not None:
+            sessions = info.agent_capabilities.session_capabilities
+            return sessions is not None and sessions.fork is not None
+        return bool(self.records.learned.get("fork"))
+
     def _able(self) -> None:
         load = self.can_load
         # Past sessions are reopened through session/load alone: without it none are listed.
-        self.abilities = Abilities(resume=load, list_sessions=load, delete=True, configure=True)
+        self.abilities = Abilities(
+            resume=load, list_sessions=load, delete=True, configure=True, fork=self.can_fork
+        )
 
     # -- the probe ------------------------------------------------------------------------
     def attach(self, notifier: BackendNotifier) -> None:
@@ -133,6 +144,7 @@ class AcpBackend:
         self.info = info
         load = bool(info.agent_capabilities and info.agent_capabilities.load_session)
         self.records.learned["loadSession"] = load
+        self.records.learned["fork"] = self.can_fork
         self._able()
 
     def learn(

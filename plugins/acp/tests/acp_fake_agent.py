@@ -62,7 +62,12 @@ class FakeAgent:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(
-                load_session=os.environ.get("FAKE_ACP_LOAD", "1") != "0"
+                load_session=os.environ.get("FAKE_ACP_LOAD", "1") != "0",
+                session_capabilities=schema.SessionCapabilities(
+                    fork=schema.SessionForkCapabilities()
+                    if os.environ.get("FAKE_ACP_FORK") == "1"
+                    else None
+                ),
             ),
             agent_info=schema.Implementation(name="fake", title="Fake agent", version="1.0"),
         )
@@ -106,6 +111,18 @@ class FakeAgent:
             session_id=session_id,
             modes=schema.SessionModeState(current_mode_id="ask", available_modes=MODES),
             config_options=[model_option("fast")],
+        )
+
+    async def fork_session(
+        self, session_id: str, cwd: str, **kwargs: Any
+    ) -> schema.ForkSessionResponse:
+        forked = f"fake-{uuid.uuid4().hex[:12]}"
+        (STATE / f"{forked}.json").write_text(json.dumps(self._history(session_id)))
+        self.model[forked] = self.model.get(session_id, "fast")
+        return schema.ForkSessionResponse(
+            session_id=forked,
+            modes=schema.SessionModeState(current_mode_id="ask", available_modes=MODES),
+            config_options=[model_option(self.model[forked])],
         )
 
     async def load_session(
@@ -166,6 +183,9 @@ class FakeAgent:
                 ),
             )
             usage = schema.Usage(input_tokens=10, output_tokens=4, total_tokens=14)
+        elif word == "recall":
+            said = [e["text"] for e in self._history(session_id) if e["kind"] == "user"][:-1]
+            await self._say(session_id, "earlier: " + " | ".join(said))
         elif word == "plan":
             entries = [
                 acp.plan_entry("Look around", status="in_progress"),
@@ -284,7 +304,7 @@ async def main() -> None:
     if os.environ.get("FAKE_ACP_FAIL") == "1":
         print("no credentials for the fake agent", file=sys.stderr, flush=True)
         sys.exit(2)
-    await acp.run_agent(FakeAgent())
+    await acp.run_agent(FakeAgent(), use_unstable_protocol=True)
 
 
 if __name__ == "__main__":
