@@ -45,3 +45,15 @@ for _canvas_row in ("canvas/stateChanged", "chat/canvasesChanged"):
         "draws a canvas; a chat's canvas references would be kept across restarts with its "
         "changesets.",
     )
+
+# SessionState.annotations (the counts of a session's annotations) has no session action in
+# the protocol: the host writes it into the session's state without one. A client replaying
+# a session's actions therefore keeps the counts of its last snapshot; rows carry the new
+# ones (root/sessionSummaryChanged) and so does the session's next snapshot.
+add_note(
+    "root/sessionSummaryChanged",
+    "Also sent when a session's annotation counts change (SessionSummary.annotations). "
+    "The protocol has no session action for SessionState.annotations, so none is sent on "
+    "the session's channel: a client watching the session reads the counts in its next "
+    "snapshot, and one replaying the session's actions holds those of its last.",
+)
