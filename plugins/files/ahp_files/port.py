@@ -73,6 +73,8 @@ class FilesPort:
         self._locks: dict[Path, anyio.Lock] = {}
         #: The most one copy writes, and the most of a file one write rewrites.
         self.max_copy_bytes = max_copy_bytes() if max_copy is None else max_copy
+        #: The config file's ceiling on OS watchers (``AHP_FILES_MAX_WATCHERS`` wins).
+        self.max_watchers: int | None = None
 
     async def _run(self, uri: Any, work: Callable[[], T]) -> T:
         """Blocking work off the event loop; OS errors become refusals naming ``uri``.

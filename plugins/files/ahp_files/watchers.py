@@ -63,8 +63,9 @@ def _system_limit(name: str) -> int | None:
         return None
 
 
-def max_watchers() -> int:
-    """How many OS watchers this host may run at once."""
+def max_watchers(configured: int | None = None) -> int:
+    """How many OS watchers this host may run at once: the variable, else what the
+    config file said (``configured``), else half the system's inotify instances."""
     chosen = os.environ.get(ENV_MAX_WATCHERS, "").strip()
     if chosen:
         try:
@@ -74,6 +75,8 @@ def max_watchers() -> int:
         except ValueError:
             pass
         log.warning("%s=%r is not a whole number >= 0; using the default", ENV_MAX_WATCHERS, chosen)
+    if configured is not None:
+        return configured
     instances = _system_limit("max_user_instances")
     if instances is None:
         return FALLBACK_MAX_WATCHERS
@@ -345,8 +348,10 @@ def _deliver(deliveries: list[tuple[Subscriber, list[dict[str, Any]]]]) -> None:
 class WatcherPool:
     """The OS watchers of one host, by folder."""
 
-    def __init__(self, spawn: Callable[..., None]) -> None:
+    def __init__(self, spawn: Callable[..., None], configured: int | None = None) -> None:
         self.spawn = spawn
+        #: The config file's ceiling (``[files] max_watchers``), below the variable.
+        self.configured = configured
         self.watchers: dict[tuple[Path, bool], SharedWatcher] = {}
         self._limiter: anyio.CapacityLimiter | None = None
 
@@ -392,7 +397,7 @@ class WatcherPool:
         return watcher
 
     async def _take_slot(self) -> None:
-        limit = max_watchers()
+        limit = max_watchers(self.configured)
         deadline = time.monotonic() + STOPPING_WAIT
         while not slots.take(limit):
             # Watchers told to stop close within a step; one disposed of just now
@@ -401,7 +406,7 @@ class WatcherPool:
                 raise ProtocolError(
                     INVALID_PARAMS,
                     f"this host already runs {slots.held} file watchers, the most it may "
-                    f"({limit}; {ENV_MAX_WATCHERS} sets it); watches of a folder already "
+                    f"({limit}; {ENV_MAX_WATCHERS} or [files] max_watchers sets it); watches of a folder already "
                     "watched share its watcher, and disposing of watches frees theirs",
                 )
             await anyio.sleep(0.02)
@@ -415,5 +420,5 @@ def pool_for(owner: Any, spawn: Callable[..., None]) -> WatcherPool:
     watchers report to)."""
     pool = _pools.get(owner)
     if pool is None:
-        pool = _pools[owner] = WatcherPool(spawn)
+        pool = _pools[owner] = WatcherPool(spawn, getattr(owner, "max_watchers", None))
     return pool
