@@ -207,7 +207,7 @@ class Host:
             self._add_service("worktrees", self.worktrees)
         users = self.ports.get("users")
         if users is not None:
-            self.users = UsersService(engine, users)
+            self.users = UsersService(engine, users, self._past_record)
             self._add_service("users", self.users)
         automations = self.ports.get("automations")
         if automations is not None:
@@ -286,6 +286,11 @@ class Host:
         if self.engine is None:
             raise RuntimeError("the host has not been started")
         return self.engine
+
+    async def _past_record(self, session_id: str) -> Any:
+        """What the session store keeps of a session, for the users service's checks."""
+        store = self.session_store
+        return await store.get(session_id) if store is not None else None
 
     def _check_config_tables(self) -> None:
         """Hold the config file's plugin tables to the models their plugins declare."""
@@ -385,7 +390,7 @@ class Host:
         async def on_request(peer: Peer, message: Message) -> Any:
             if users is None:
                 return await router.request(client_box[0], message.method, message.params)
-            users.check(client_box[0], message.method, message.params)
+            await users.admit(client_box[0], message.method, message.params)
             result = await router.request(client_box[0], message.method, message.params)
             return users.visible(client_box[0], message.method, result)
 

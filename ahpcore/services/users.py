@@ -12,8 +12,9 @@ the file has their connections closed within a second or so.
 from __future__ import annotations
 
 import logging
+import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -83,10 +84,29 @@ def root_identity() -> str:
     return ROOT_PREFIX + socket.gethostname()
 
 
+#: ``<scheme>:/<id>`` at the head of a URI: the session a channel under it belongs to.
+_SESSION_HEAD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):/+([^/?#]+)")
+#: Schemes that never name a session.
+_NOT_SESSIONS = frozenset({"ahp-root", "ahp-chat", "ahp-terminal", "ahp-automations", "file"})
+
+#: Reads what the session store keeps of a session, by id (None: nothing).
+PastRecord = Callable[[str], Awaitable[Mapping[str, Any] | None]]
+
+
+def _session_id_in(uri: str) -> str | None:
+    head = _SESSION_HEAD.match(uri)
+    if head is None or head.group(1).lower() in _NOT_SESSIONS:
+        return None
+    return head.group(2)
+
+
 class UsersService:
-    def __init__(self, engine: Engine, port: UsersPort) -> None:
+    def __init__(
+        self, engine: Engine, port: UsersPort, past_record: PastRecord | None = None
+    ) -> None:
         self.engine = engine
         self.port = port
+        self._past_record = past_record
         self.root = root_identity()
         #: createSession requests under way: session URI -> who asked.
         self._creating: dict[str, str] = {}
@@ -261,6 +281,28 @@ class UsersService:
             uri = params.get("channel")
             if isinstance(uri, str) and client.identity is not None:
                 self._creating[uri] = client.identity
+
+    async def admit(self, client: Client, method: str, params: Any) -> None:
+        """``check``, and for a member naming a session that is not open, its owner read
+        from the session store: disposing of, or reaching into, someone else's past
+        session is refused before anything opens or deletes it."""
+        self.check(client, method, params)
+        if self._past_record is None or self._role(client) != "member":
+            return
+        channel = params.get("channel") if isinstance(params, Mapping) else None
+        if not isinstance(channel, str) or method == "createSession":
+            return
+        if self.owner_of(channel) is not None:
+            return  # open: ``check`` knew its owner
+        session_id = _session_id_in(channel)
+        record = await self._past_record(session_id) if session_id is not None else None
+        if record is None:
+            return
+        owner = (record.get("_meta") or {}).get(OWNER_KEY) or self.root
+        if owner != client.identity:
+            raise ProtocolError(
+                PERMISSION_DENIED, f"{client.identity} is a member: {channel} belongs to {owner}"
+            )
 
     def stamp(self, client: Client, params: Any) -> None:
         """Say who sent a turn on the turn itself (``_meta["ahp.sender"]``), and who wrote

@@ -528,3 +528,28 @@ async def test_a_past_sessions_changes_are_its_owners_after_a_restart(tmp_path):
         await b.initialize()
         assert "result" in await b.request_frame("subscribe", {"channel": changes})
         await running.aclose(check=False)
+
+
+async def test_a_past_session_is_not_another_members_to_dispose(tmp_path):
+    state = tmp_path / "state"
+    bob, carol = add(state, "bob", "member"), add(state, "carol", "member")
+    async with host_with_people(tmp_path, "file") as running:
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        session, _ = await open_session(b, 1)
+        await running.aclose(check=False)
+    async with host_with_people(tmp_path, "file") as running:
+        c = await running.connect("carol", token=carol, conformance=False)
+        await c.initialize()
+        for method in ("disposeSession", "subscribe"):
+            frame = await c.request_frame(method, {"channel": session})
+            assert frame["error"]["code"] == -32009, frame
+            assert "belongs to user:bob" in frame["error"]["message"]
+        # refused before anything opened it, and nothing was deleted
+        assert session not in running.host.engine_or_fail.channels
+        b = await running.connect("bob", token=bob)
+        await b.initialize()
+        rows = (await b.request("listSessions", {"channel": "ahp-root://"}))["items"]
+        assert session in [row["resource"] for row in rows]
+        assert "result" in await b.request_frame("disposeSession", {"channel": session})
+        await running.aclose(check=False)
