@@ -125,6 +125,7 @@ def test_without_pi_the_plugin_registers_nothing_and_loads_nothing(tmp_path: Pat
         "found = []\n"
         "class Host:\n"
         "    class settings: state_dir = None\n"
+        "    config_table = staticmethod(lambda name: None)\n"
         "p.ahp_backends(host=Host, register=found.append)\n"
         "assert found == [], found\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('ahp_pi'))\n"
