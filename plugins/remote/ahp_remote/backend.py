@@ -16,23 +16,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ahp_remote.chat import RemoteChat, plain, remote_chat_uri, tool_content
+from ahp_remote.chat import RemoteChat, remote_chat_uri
 from ahp_remote.config import machine_provider, provider_name
 from ahp_remote.link import LinkClosed, RemoteError
 from ahp_remote.machine import Machine
+from ahp_remote.parts import rebuild, subagent_chats
 from ahpcore.api import escape
 from ahpcore.ports.backend import (
     Abilities,
     AgentRefused,
-    Approval,
     BackendNotifier,
     CatalogueRow,
     ChatStart,
-    InputAnswer,
     TranscriptReader,
-    TurnReporter,
 )
 from ahpcore.protocol import default_chat_uri, session_id_of
 
@@ -223,8 +221,18 @@ class RemoteBackend:
         if state is None:
             return False
         turns = [t for t in state.get("turns") or () if isinstance(t, Mapping)]
+        children: dict[str, dict[str, Any]] = {}
         for turn in turns:
-            rebuild(reader, turn, machine.title)
+            for uri in subagent_chats(turn):
+                watching = _Watching()
+                try:
+                    children[uri] = await machine.watch(uri, watching)
+                except (LinkClosed, RemoteError):
+                    continue  # the call is told without its child chat
+                finally:
+                    await machine.unwatch(uri, watching)
+        for turn in turns:
+            rebuild(reader, turn, machine.title, children)
         return bool(turns)
 
     async def delete(self, backend_id: str) -> None:
@@ -324,96 +332,3 @@ class MachineBackend:
 
     def truncate(self, backend_id: str, turn_id: str | None) -> None:
         raise LookupError(f"{self.machine.title} runs no session here")
-
-
-# -- a past turn, told again ---------------------------------------------------------------------
-def rebuild(reader: TranscriptReader, turn: Mapping[str, Any], machine: str) -> None:
-    """Tell one turn of a remote chat's snapshot through ``reader``, as it ran."""
-    report = reader.turn(
-        str(turn["id"]), dict(turn.get("message") or {}), started_at=turn.get("startedAt")
-    )
-    error: str | None = None
-    for part in turn.get("responseParts") or ():
-        if not isinstance(part, Mapping):
-            continue
-        kind = part.get("kind")
-        if kind == "markdown":
-            report.text(str(part.get("content", "")))
-        elif kind == "reasoning":
-            report.reasoning(str(part.get("content", "")))
-        elif kind == "systemNotification":
-            report.notification(plain(part.get("content")), meta=part.get("_meta"))
-        elif kind == "toolCall":
-            _tool(report, part.get("toolCall") or {}, machine)
-        elif kind == "inputRequest":
-            request = part.get("request") or {}
-            said = part.get("response")
-            response: Literal["accept", "decline", "cancel"] = (
-                said if said in ("accept", "decline") else "cancel"
-            )
-            report.asked(
-                list(request.get("questions") or ()),
-                InputAnswer(response, dict(request.get("answers") or {})),
-                message=request.get("message"),
-            )
-        elif kind == "error":
-            error = str((part.get("error") or {}).get("message") or "the turn failed")
-    usage = turn.get("usage")
-    if isinstance(usage, Mapping):
-        report.usage(
-            input_tokens=int(usage.get("inputTokens") or 0),
-            output_tokens=int(usage.get("outputTokens") or 0),
-            model=usage.get("model"),
-            cache_read_tokens=usage.get("cacheReadTokens"),
-            meta=usage.get("_meta"),
-        )
-    state = turn.get("state")
-    reader.end_turn(
-        state=state if state in ("complete", "cancelled", "error") else "complete",
-        duration_ms=int(turn.get("duration") or 0),
-        error=error if state == "error" else None,
-    )
-
-
-def _tool(report: TurnReporter, call: Mapping[str, Any], machine: str) -> None:
-    call_id = str(call.get("toolCallId", ""))
-    contributor = call.get("contributor") or {}
-    report.tool_start(
-        call_id,
-        str(call.get("toolName", "")),
-        display_name=call.get("displayName"),
-        intention=call.get("intention"),
-        meta=call.get("_meta"),
-        mcp_server=contributor.get("customizationId") if contributor.get("kind") == "mcp" else None,
-    )
-    raw = call.get("toolInput")
-    given = raw if isinstance(raw, str) or raw is None else None
-    message = plain(call.get("invocationMessage"))
-    status = call.get("status")
-    asked = call.get("confirmed") in ("user-action", "setting")
-    if status == "cancelled":
-        reason = call.get("reason")
-        report.tool_decided(
-            call_id,
-            tool_input=given,
-            invocation_message=message,
-            approval=Approval(False, reason="skipped" if reason == "skipped" else "denied")
-            if reason in ("denied", "skipped")
-            else None,
-        )
-        return
-    if asked:
-        report.tool_decided(
-            call_id, tool_input=given, invocation_message=message, approval=Approval(True)
-        )
-    else:
-        report.tool_running(call_id, tool_input=given, invocation_message=message)
-    if status == "completed":
-        error = call.get("error")
-        report.tool_complete(
-            call_id,
-            success=bool(call.get("success")),
-            past_tense_message=plain(call.get("pastTenseMessage")),
-            content=tool_content(call.get("content"), machine),
-            error=str(error.get("message")) if isinstance(error, Mapping) else None,
-        )

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ahp_remote.link import LinkClosed
+from ahp_remote.link import LinkClosed, RemoteError
+from ahp_remote.parts import plain, tell_parts, tool_content, tool_input
 from ahp_remote.terminals import Mirrors
 from ahpcore.api import escape
 from ahpcore.ports.backend import (
@@ -52,8 +52,6 @@ log = logging.getLogger(__name__)
 RELINK_SECONDS = 30.0
 #: How long a cancelled turn waits for the remote to say it ended.
 CANCEL_SECONDS = 5.0
-#: Content kinds of a tool result that carry data rather than point at the remote.
-_KEPT_CONTENT = {"text", "embeddedResource"}
 
 
 class RemoteTurnFailed(RuntimeError):
@@ -64,61 +62,17 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def plain(value: Any) -> str:
-    """A ``StringOrMarkdown`` as text."""
-    if isinstance(value, Mapping):
-        return str(value.get("markdown", ""))
-    return "" if value is None else str(value)
-
-
-def tool_input(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value)
-
-
-def tool_content(
-    items: Sequence[Any] | None,
-    machine: str,
-    terminal: Callable[[str], str | None] = lambda uri: None,
-) -> list[dict[str, Any]] | None:
-    """A remote tool result's content as this host may show it: data kept, links named,
-    a terminal mirrored here (``terminal`` answers its URI here) pointing at the mirror."""
-    if items is None:
-        return None
-    shown: list[dict[str, Any]] = []
-    for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        kind = item.get("type")
-        if kind in _KEPT_CONTENT:
-            shown.append(dict(item))
-        elif kind == "terminal":
-            here = terminal(str(item.get("resource")))
-            if here is not None:
-                shown.append({**item, "resource": here})
-            else:
-                shown.append(
-                    {"type": "text", "text": f"(terminal on {machine}: {item.get('title')})"}
-                )
-        elif kind == "subagent":
-            shown.append({"type": "text", "text": f"(subagent on {machine}: {item.get('title')})"})
-        elif kind == "fileEdit":
-            after = item.get("after") or item.get("before") or {}
-            name = after.get("uri") if isinstance(after, Mapping) else None
-            shown.append({"type": "text", "text": f"(edited on {machine}: {name or 'a file'})"})
-        elif kind == "resource":
-            shown.append({"type": "text", "text": f"(on {machine}: {item.get('uri')})"})
-    return shown
-
-
 class TurnRelay:
     """One remote turn, told to one ``TurnReporter`` here."""
 
-    def __init__(self, chat: RemoteChat, turn_id: str) -> None:
+    def __init__(self, chat: RemoteChat, turn_id: str, channel: str | None = None) -> None:
         self.chat = chat
         #: The remote's id for the turn (the same as here for a turn started here).
         self.turn_id = turn_id
+        #: The remote chat the turn runs in (a subagent's own chat, for a subagent's turn).
+        self.channel = channel or chat.chat_uri
+        #: Tool call id -> the subagent it runs there, told to a child chat here.
+        self.children: dict[str, ChildWatch] = {}
         self.report: TurnReporter | None = None
         self._held: list[dict[str, Any]] = []
         self.done = asyncio.Event()
@@ -146,6 +100,9 @@ class TurnRelay:
             self._relink = None
         for task in list(self._tasks):
             task.cancel()
+        for child in list(self.children.values()):
+            child.stop()
+        self.children.clear()
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -211,19 +168,29 @@ class TurnRelay:
             else:
                 self._spawn(self._approve(report, action))
         elif kind == "chat/toolCallContentChanged":
+            for item in action.get("content") or ():
+                if (
+                    isinstance(item, Mapping)
+                    and item.get("type") == "subagent"
+                    and call_id not in self.children
+                    and isinstance(item.get("resource"), str)
+                ):
+                    self._subagent(report, call_id, item)
             progress = (action.get("_meta") or {}).get("progressMessage")
             if isinstance(progress, str):
                 report.tool_progress(call_id, progress)
         elif kind == "chat/toolCallComplete":
             result = action.get("result") or {}
             error = result.get("error")
+            content = result.get("content")
+            if call_id in self.children and content is not None:
+                # The child chat here is named by the call already.
+                content = [c for c in content if (c or {}).get("type") != "subagent"]
             report.tool_complete(
                 call_id,
                 success=bool(result.get("success")),
                 past_tense_message=plain(result.get("pastTenseMessage")),
-                content=tool_content(
-                    result.get("content"), self.chat.machine.title, self.chat.mirrors.local_uri
-                ),
+                content=tool_content(content, self.chat.machine.title, self.chat.mirrors.local_uri),
                 error=str(error.get("message")) if isinstance(error, Mapping) else None,
             )
         elif kind == "chat/inputRequested":
@@ -246,6 +213,15 @@ class TurnRelay:
         elif kind == "chat/error":
             error = (action.get("part") or {}).get("error") or {}
             self.end("error", str(error.get("message") or "the turn failed"))
+
+    def _subagent(self, report: TurnReporter, call_id: str, item: Mapping[str, Any]) -> None:
+        """The call runs a subagent there, in a chat of its own: a child chat here follows it."""
+        child_report = report.subagent(
+            call_id, str(item.get("agentName") or "subagent"), str(item.get("title") or "")
+        )
+        child = ChildWatch(self.chat, str(item["resource"]), child_report)
+        self.children[call_id] = child
+        self._spawn(child.open())
 
     def part(self, part: Mapping[str, Any]) -> None:
         """A response part opened whole (text arrives this way first)."""
@@ -293,7 +269,7 @@ class TurnRelay:
                 answer["userSuggestion"] = {"text": approval.suggestion}
         if approval.selected_option_id is not None:
             answer["selectedOptionId"] = approval.selected_option_id
-        await self.chat.send(answer)
+        await self.chat.send(answer, self.channel)
 
     async def _ask(self, report: TurnReporter, request: Mapping[str, Any]) -> None:
         try:
@@ -309,7 +285,64 @@ class TurnRelay:
         }
         if answer.answers:
             done["answers"] = dict(answer.answers)
-        await self.chat.send(done)
+        await self.chat.send(done, self.channel)
+
+
+class ChildWatch:
+    """A subagent's chat there, told to the child chat a tool call opened here.
+
+    The subagent's turn there is one turn of its own chat; everything it does is told
+    to the child reporter, whatever its turn id, and it ends here with its parent call.
+    """
+
+    def __init__(self, chat: RemoteChat, uri: str, report: TurnReporter) -> None:
+        self.chat = chat
+        self.uri = uri
+        self.relay = TurnRelay(chat, "", channel=uri)
+        self.relay.attach(report)
+        self._watching = False
+
+    async def open(self) -> None:
+        machine = self.chat.machine
+        try:
+            state = await machine.watch(self.uri, self)
+        except (LinkClosed, RemoteError) as exc:
+            log.info("the subagent chat %s is not followed: %s", self.uri, escape(str(exc)))
+            return
+        self._watching = True
+        # What it did before this host watched: told first, held actions follow it.
+        active = state.get("activeTurn")
+        turns = [t for t in state.get("turns") or () if isinstance(t, Mapping)]
+        turn = active if isinstance(active, Mapping) else (turns[-1] if turns else None)
+        report = self.relay.report
+        if turn is not None and report is not None:
+            self.relay.turn_id = str(turn.get("id", ""))
+            tell_parts(report, turn.get("responseParts") or (), machine.title)
+            for part in turn.get("responseParts") or ():
+                call = part.get("toolCall") if isinstance(part, Mapping) else None
+                if isinstance(call, Mapping) and call.get("status") == "pending-confirmation":
+                    self.relay.take({**call, "type": "chat/toolCallReady"})
+
+    def stop(self) -> None:
+        self.relay.stop()
+        if self._watching:
+            self._watching = False
+            asyncio.get_running_loop().create_task(self.chat.machine.unwatch(self.uri, self))
+
+    def take(self, action: dict[str, Any], origin: Mapping[str, Any] | None) -> None:
+        if action.get("type") == "chat/turnStarted":
+            self.relay.turn_id = str(action.get("turnId", ""))
+            return
+        self.relay.take(action)
+
+    def reset(self, state: dict[str, Any] | None) -> None:
+        pass
+
+    def lost(self, why: str) -> None:
+        pass
+
+    def relinked(self) -> None:
+        pass
 
 
 class SessionWatch:
@@ -425,11 +458,11 @@ class RemoteChat:
                 self.seen.add(turn_id)
                 self._follow(turn_id, active.get("message") or {}, active.get("responseParts"))
 
-    async def send(self, action: Mapping[str, Any]) -> None:
+    async def send(self, action: Mapping[str, Any], channel: str | None = None) -> None:
         """Send an answer there; one given while the link is down waits for it a while."""
         try:
             await self.machine.ready(RELINK_SECONDS)
-            await self.machine.dispatch(self.chat_uri, action)
+            await self.machine.dispatch(channel or self.chat_uri, action)
         except LinkClosed as exc:
             log.warning(
                 "cannot send %s to %s: %s", action.get("type"), self.machine.title, escape(str(exc))

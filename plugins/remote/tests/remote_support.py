@@ -48,6 +48,18 @@ rules:
     steps:
       - say: "working"
       - wait: 60
+  - exact: delegate
+    steps:
+      - subagent: helper
+        description: Look around
+        steps:
+          - say: "child says hi"
+          - tool: ls
+            input: {path: "."}
+            approval: true
+            result: "a b c"
+        result: "found a b c"
+      - say: "helper said: ${result}"
 default:
   - say: "hello from the inner host"
 """

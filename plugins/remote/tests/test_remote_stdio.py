@@ -153,3 +153,70 @@ async def test_a_machine_that_is_down_is_listed_with_why(
             },
         )
         assert "not reachable" in frame["error"]["message"]
+
+
+async def test_a_subagent_runs_in_a_child_chat_here(
+    stdio_machine: None, outer_state: Path, workdir: Path
+) -> None:
+    async with outer_host(outer_state) as running:
+        client = await client_of(running)
+        session, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "delegate")
+        linked = await client.recv_until(
+            lambda f: (
+                is_action("chat/toolCallContentChanged", chat)(f)
+                and any(c["type"] == "subagent" for c in f["params"]["action"]["content"])
+            ),
+            timeout=30,
+        )
+        (item,) = linked["params"]["action"]["content"]
+        child = item["resource"]
+        assert child.startswith(chat + "/subagent/") and item["agentName"] == "helper"
+        # The subagent's tool asks in its own chat here, and the answer goes there.
+        state = (await client.request("subscribe", {"channel": child}))["snapshot"]["state"]
+        active = state.get("activeTurn") or {}
+        asking = [
+            p["toolCall"]
+            for p in active.get("responseParts", [])
+            if p.get("kind") == "toolCall" and p["toolCall"]["status"] == "pending-confirmation"
+        ]
+        if asking:
+            call_id, turn_id = asking[0]["toolCallId"], active["id"]
+        else:
+            ready = await client.recv_until(
+                lambda f: (
+                    is_action("chat/toolCallReady", child)(f)
+                    and "confirmed" not in f["params"]["action"]
+                ),
+                timeout=30,
+            )
+            call_id = ready["params"]["action"]["toolCallId"]
+            turn_id = ready["params"]["action"]["turnId"]
+        await client.dispatch(
+            child,
+            {
+                "type": "chat/toolCallConfirmed",
+                "turnId": turn_id,
+                "toolCallId": call_id,
+                "approved": True,
+                "confirmed": "user-action",
+            },
+        )
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert said(await chat_state(client, chat)) == "helper said: found a b c"
+        child_state = await chat_state(client, child)
+        assert said(child_state) == "child says hi"
+        (call,) = tools(child_state)
+        assert call["toolName"] == "ls" and call["confirmed"] == "user-action"
+        (parent_call,) = tools(await chat_state(client, chat))
+        kinds = [c["type"] for c in parent_call["content"]]
+        assert kinds.count("subagent") == 1, parent_call
+    # Reopened after a restart here, the subagent's chat is rebuilt from the machine's.
+    async with outer_host(outer_state) as running:
+        client = await client_of(running)
+        await subscribe(client, session)
+        assert said(await chat_state(client, chat)) == "helper said: found a b c"
+        child_state = await chat_state(client, child)
+        assert said(child_state) == "child says hi"
+        (call,) = tools(child_state)
+        assert call["toolName"] == "ls" and call["confirmed"] == "user-action"
