@@ -63,6 +63,8 @@ CREATE TABLE IF NOT EXISTS catalogue_chats (
     chat TEXT PRIMARY KEY,
     session TEXT NOT NULL
 );
+-- Every save replaces its session's chats: without this, each save scanned every chat.
+CREATE INDEX IF NOT EXISTS catalogue_chats_session ON catalogue_chats (session);
 CREATE TABLE IF NOT EXISTS catalogue_listed (
     provider TEXT PRIMARY KEY
 );

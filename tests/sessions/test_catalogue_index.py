@@ -597,3 +597,42 @@ async def test_an_index_write_that_failed_is_mended_at_the_next_start(
         await client.initialize()
         (row,) = (await client.request("listSessions"))["items"]
         assert row["title"] == "Kept anyway"
+
+
+async def test_a_save_costs_the_same_however_many_sessions_the_index_holds(
+    tmp_path: Path,
+) -> None:
+    # Each save replaces its session's chats; found by a scan of every chat, a save
+    # at 100,000 sessions did that much more work, four times a turn.
+    index = CatalogueIndex(tmp_path / "index.sqlite")
+
+    def record(n: int) -> dict[str, Any]:
+        return {"uri": f"t:/s{n}", "modifiedAt": "x", "chats": [{"uri": f"ahp-chat://c{n}"}]}
+
+    async def steps_of_one_save(n: int) -> int:
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        await index._do(lambda db: db.set_progress_handler(count, 10))
+        await index.saved(f"s{n}", "t", record(n))
+        await index._do(lambda db: db.set_progress_handler(None, 10))
+        return steps[0]
+
+    try:
+        few = await steps_of_one_save(0)
+        await index._do(
+            lambda db: db.executemany(
+                "INSERT INTO catalogue_chats (chat, session) VALUES (?, ?)",
+                [(f"ahp-chat://c{n}", f"s{n}") for n in range(1, 5000)],
+            )
+        )
+        many = await steps_of_one_save(1)
+        assert many < 3 * few + 10, (few, many)
+        assert await index.session_holding("ahp-chat://c1") == "s1"
+        await index.forget("s1")
+        assert await index.session_holding("ahp-chat://c1") is None
+    finally:
+        index.close()
