@@ -62,7 +62,7 @@ async def move_chat(
     if target is source:
         order = _order(source, chat.uri, after)
         manager.apply(source.uri, {"type": "session/chatsReordered", "chats": order})
-        manager.save_soon(source)
+        await manager.save(source)  # answered once on disk
         return {"session": source.uri}
     if target.provider != source.provider:
         raise _refuse(
@@ -78,8 +78,7 @@ async def move_chat(
     manager.apply(source.uri, {"type": "session/chatRemoved", "chat": chat.uri})
     manager.apply(target.uri, {"type": "session/chatAdded", "summary": states.chat_row(chat.state)})
     manager.apply(target.uri, {"type": "session/chatsReordered", "chats": order})
-    manager.save_soon(source)
-    manager.save_soon(target)
+    await _save_moved(manager, target, source)
     return {"session": target.uri}
 
 
@@ -124,6 +123,12 @@ async def _to_new_session(manager: SessionRegistry, chat: LiveChat) -> dict[str,
     session.last_summary = manager.summary(session)
     manager.engine.notify_root("root/sessionAdded", {"summary": session.last_summary})
     manager.announce_count()
-    manager.save_soon(source)
-    manager.save_soon(session)
+    await _save_moved(manager, session, source)
     return {"session": uri}
+
+
+async def _save_moved(manager: SessionRegistry, target: LiveSession, source: LiveSession) -> None:
+    """Both records on disk before the move is answered: the one the chat went to first,
+    so a stop between the two writes leaves the chat in both records, never in neither."""
+    await manager.save(target)
+    await manager.save(source)

@@ -235,10 +235,21 @@ class SessionRegistry:
             **({"annotations": session.annotations} if session.annotations else {}),
             "chats": [
                 self._chat_record(chat)
-                for chat in session.chats.values()
+                for chat in self._in_order(session)
                 if chat.parent is None  # a subagent's chat comes back from its transcript
             ],
         }
+
+    @staticmethod
+    def _in_order(session: LiveSession) -> list[LiveChat]:
+        """The session's chats in the order its state lists them: a reorder
+        (``session/chatsReordered``) is the person's, and outlives a restart."""
+        order = {
+            row.get("resource"): index
+            for index, row in enumerate(session.state.get("chats") or ())
+            if isinstance(row, dict)
+        }
+        return sorted(session.chats.values(), key=lambda chat: order.get(chat.uri, len(order)))
 
     @staticmethod
     def _chat_record(chat: LiveChat) -> dict[str, Any]:

@@ -140,3 +140,65 @@ async def test_a_chat_moves_into_a_new_session(session_host):
         state = (await client.request("subscribe", {"channel": made}))["snapshot"]["state"]
         assert state["defaultChat"] == "ahp-chat:/solo"
         assert "ahp-chat:/solo" not in await chats_of(client, source)
+
+
+def _on_disk(state_dir, session: str) -> list[str]:
+    """The chats a session's record holds as another reader of the store file sees it:
+    only what has been committed to disk."""
+    import json
+    import sqlite3
+
+    with sqlite3.connect(state_dir / "sessions.sqlite3") as db:
+        row = db.execute(
+            "SELECT record FROM sessions WHERE id = ?", (session.split("/")[-1],)
+        ).fetchone()
+    return [chat["uri"] for chat in json.loads(row[0])["chats"]] if row else []
+
+
+@pytest.mark.parametrize("where", ["same", "other", "new"])
+async def test_a_move_is_answered_once_it_is_on_disk(session_host, tmp_path, where):
+    async with session_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, default = await open_session(client)
+        other, _ = await open_session(client, 2)
+        for name in ("a", "b"):
+            await client.request("createChat", {"channel": session, "chat": f"ahp-chat:/{name}"})
+        state_dir = tmp_path / "state"
+        if where == "same":
+            destination = {"kind": "session", "session": session, "after": default}
+        elif where == "other":
+            destination = {"kind": "session", "session": other}
+        else:
+            destination = {"kind": "newSession"}
+        # Nothing else may save for it: the answer alone has to mean the record is written.
+        result = await client.request(
+            "moveChat", {"channel": "ahp-chat:/b", "destination": destination}
+        )
+        target = result["session"]
+        assert "ahp-chat:/b" in _on_disk(state_dir, target)
+        if where == "same":
+            assert _on_disk(state_dir, session)[:2] == [default, "ahp-chat:/b"]
+        else:
+            assert "ahp-chat:/b" not in _on_disk(state_dir, session)
+
+
+async def test_a_reordered_session_keeps_its_order_after_a_restart(session_host):
+    async with session_host() as (running, _):
+        client = await running.connect("c1")
+        await client.initialize()
+        session, default = await open_session(client)
+        for name in ("a", "b"):
+            await client.request("createChat", {"channel": session, "chat": f"ahp-chat:/{name}"})
+        await client.request(
+            "moveChat",
+            {
+                "channel": "ahp-chat:/b",
+                "destination": {"kind": "session", "session": session, "after": default},
+            },
+        )
+        assert await chats_of(client, session) == [default, "ahp-chat:/b", "ahp-chat:/a"]
+    async with session_host() as (running, _):
+        client = await running.connect("c2")
+        await client.initialize()
+        assert await chats_of(client, session) == [default, "ahp-chat:/b", "ahp-chat:/a"]
