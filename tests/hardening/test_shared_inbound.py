@@ -50,9 +50,10 @@ async def test_a_flood_of_connections_within_budget_does_not_stall_a_ping(ahp_ho
                 await flood.wait()
         middle, slow = statistics.median(latencies), max(latencies)
         print(f"{said.strip()}; {len(latencies)} pings, median {middle:.3f}s, max {slow:.3f}s")
-        # Without a shared budget the median was 2-5 s and the slowest 4-10 s here.
-        assert middle < 0.5, latencies
-        assert slow < 2.0, latencies
+        # Without a shared budget the median was 2-5 s and the slowest 4-10 s here; the
+        # bounds leave room for a loaded 2-core machine and still tell the two apart.
+        assert middle < 1.0, latencies
+        assert slow < 3.0, latencies
         await pinger.sync()
 
 
