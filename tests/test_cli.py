@@ -221,7 +221,8 @@ async def test_a_stop_the_state_folder_does_not_answer_ends_at_the_stop_timeout(
             session_id = str(uuid.uuid4())
             create = {"channel": f"scripted:/{session_id}", "provider": "scripted"}
             await _send(ws, 2, "createSession", create)
-            await anyio.sleep(0.5)  # the save is under way, waiting for the database
+            # The save is under way, waiting for the database (given time on a loaded machine).
+            await anyio.sleep(1.5)
             served.process.send_signal(signal.SIGINT)
             took = await _exited(served.process, 20)
         assert served.process.returncode == 3
