@@ -163,3 +163,40 @@ def test_the_command_is_read_from_a_terminal_tools_input() -> None:
     assert command_of("terminal", '{"path": "x"}') is None
     assert command_of("read", '{"command": "ls"}') is None
     assert command_of(None, '{"command": "ls"}') is None
+
+
+async def test_a_reopened_session_says_who_decided_as_the_live_one_did(tmp_path: Path) -> None:
+    folder = tmp_path / "work"
+    folder.mkdir()
+    the_script = script(Rule(prefix="sh ", steps=[SHELL, Say("${result}")]))
+
+    def plugins() -> list[tuple[str, object]]:
+        backend = ScriptedBackend(tmp_path / "scripted", the_script)
+        return [("scripted", ScriptedPlugin(backend)), ("judge", Judge())]
+
+    settings = HostSettings(sessions="file", port=0, state_dir=tmp_path / "state")
+    async with running_host(plugins(), settings=settings) as running:
+        client = await running.connect()
+        await client.initialize()
+        await client.request(
+            "createSession",
+            {
+                "channel": session_uri(1),
+                "provider": "scripted",
+                "workingDirectories": [folder.as_uri()],
+            },
+        )
+        state = (await client.request("subscribe", {"channel": session_uri(1)}))["snapshot"]
+        chat = state["state"]["defaultChat"]
+        await client.request("subscribe", {"channel": chat})
+        await _turn(client, chat, "sh ok go", "t1")
+        await _turn(client, chat, "sh no go", "t2")
+
+    async with running_host(plugins(), settings=settings) as running:
+        client = await running.connect()
+        await client.initialize()
+        await client.request("subscribe", {"channel": session_uri(1)})
+        state = (await client.request("subscribe", {"channel": chat}))["snapshot"]["state"]
+        approved, denied = (_call(turn) for turn in state["turns"])
+        assert (approved["status"], approved["confirmed"]) == ("completed", "setting")
+        assert (denied["status"], denied["reasonMessage"]) == ("cancelled", "no is never fine")

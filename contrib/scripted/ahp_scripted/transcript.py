@@ -38,6 +38,8 @@ def _approval_json(approval: Approval) -> dict[str, Any]:
         "reason": approval.reason,
         "suggestion": approval.suggestion,
         "selectedOptionId": approval.selected_option_id,
+        # Who decided when no person was asked: a rebuilt call says so as the live one did.
+        "setting": approval.setting,
     }
 
 
@@ -372,6 +374,7 @@ def replay(reports: Sequence[Report], report: TurnReporter) -> None:
                     reason=answer.get("reason"),
                     suggestion=answer.get("suggestion"),
                     selected_option_id=answer.get("selectedOptionId"),
+                    setting=answer.get("setting"),
                 ),
             )
         elif method == "ask":
