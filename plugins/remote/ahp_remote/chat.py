@@ -18,6 +18,7 @@ would be read on this machine by a client that follows it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import uuid
@@ -35,6 +36,7 @@ from ahpcore.ports.backend import (
     ApprovalOption,
     ChatStart,
     InputAnswer,
+    PendingEdit,
     TurnEnded,
     TurnInput,
     TurnOrigin,
@@ -50,6 +52,8 @@ log = logging.getLogger(__name__)
 
 #: How long a turn waits for a dropped WebSocket link to come back and replay what it missed.
 RELINK_SECONDS = 30.0
+#: The largest file text an approval here shows of an edit there.
+MAX_EDIT_CHARS = 4 << 20
 #: How long a cancelled turn waits for the remote to say it ended.
 CANCEL_SECONDS = 5.0
 
@@ -243,6 +247,7 @@ class TurnRelay:
             for o in action.get("options") or ()
             if isinstance(o, Mapping) and o.get("kind") in ("approve", "deny")
         ]
+        edits = await self._edits(action.get("edits"))
         try:
             approval: Approval = await report.tool_approval(
                 call_id,
@@ -250,6 +255,7 @@ class TurnRelay:
                 invocation_message=plain(action.get("invocationMessage")),
                 title=plain(action.get("confirmationTitle")) or None,
                 options=options,
+                edits=edits,
             )
         except TurnEnded:
             return
@@ -270,6 +276,43 @@ class TurnRelay:
         if approval.selected_option_id is not None:
             answer["selectedOptionId"] = approval.selected_option_id
         await self.chat.send(answer, self.channel)
+
+    async def _edits(self, collection: Any) -> list[PendingEdit]:
+        """The file edits a call would make there, read from the remote to be shown here
+        (an edit whose text cannot be read is left out; the approval is still asked)."""
+        items = collection.get("items") if isinstance(collection, Mapping) else None
+        found = []
+        for item in items or ():
+            if not isinstance(item, Mapping):
+                continue
+            after, before = item.get("after"), item.get("before")
+            side = after if isinstance(after, Mapping) else before
+            if not isinstance(side, Mapping) or not isinstance(side.get("uri"), str):
+                continue
+            try:
+                after_text = await self._read(after) if isinstance(after, Mapping) else ""
+                before_text = await self._read(before) if isinstance(before, Mapping) else None
+            except (LinkClosed, RemoteError, ValueError) as exc:
+                log.info("an edit on %s is not shown: %s", self.chat.machine.title, exc)
+                continue
+            found.append(PendingEdit(str(side["uri"]), after_text, before_text))
+        return found
+
+    async def _read(self, side: Mapping[str, Any]) -> str:
+        content = side.get("content")
+        uri = content.get("uri") if isinstance(content, Mapping) else None
+        if not isinstance(uri, str):
+            raise ValueError("an edit names no content")
+        result = await self.chat.machine.request("resourceRead", {"uri": uri})
+        data = result.get("data", "") if isinstance(result, Mapping) else ""
+        if len(data) > MAX_EDIT_CHARS:
+            raise ValueError(f"{uri} is too large to show")
+        if result.get("encoding") == "base64":
+            try:
+                return base64.b64decode(data).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                raise ValueError(f"{uri} is not text") from None
+        return str(data)
 
     async def _ask(self, report: TurnReporter, request: Mapping[str, Any]) -> None:
         try:

@@ -48,6 +48,15 @@ rules:
     steps:
       - say: "working"
       - wait: 60
+  - exact: edit
+    steps:
+      - tool: write
+        input: {path: notes.txt}
+        approval: true
+        edits:
+          - {path: "file:///srv/project/notes.txt", before: "old line", after: "new line"}
+        result: written
+      - say: "edited."
   - exact: delegate
     steps:
       - subagent: helper

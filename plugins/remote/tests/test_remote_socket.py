@@ -343,3 +343,32 @@ async def test_truncating_and_steering_reach_the_remote_chat(
         # A turn the remote does not know is refused with its reason.
         seq = await client.dispatch(chat, {"type": "chat/truncated", "turnId": "nope"})
         assert "rejectionReason" in await client.answer_to(seq)
+
+
+async def test_the_edits_an_approval_shows_are_read_from_the_remote(
+    port: int, inner_state: Path, outer_state: Path, workdir: Path
+) -> None:
+    async with inner_host(inner_state, port), outer_host(outer_state) as running:
+        client = await client_of(running)
+        _, chat = await open_session(client, workdir)
+        await start_turn(client, chat, "edit")
+        ready = await client.recv_until(
+            lambda f: (
+                is_action("chat/toolCallReady", chat)(f)
+                and "confirmed" not in f["params"]["action"]
+            )
+        )
+        (edit,) = ready["params"]["action"]["edits"]["items"]
+        assert edit["after"]["uri"] == "file:///srv/project/notes.txt"
+        # Served here while the approval is pending, as any backend's edits are.
+        read = {}
+        for side in ("before", "after"):
+            answer = await client.request(
+                "resourceRead", {"channel": "ahp-root://", "uri": edit[side]["content"]["uri"]}
+            )
+            read[side] = answer["data"]
+        assert read == {"before": "old line", "after": "new line"}
+        client._backlog.insert(0, ready)
+        await approve(client, chat)
+        assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        assert said(await chat_state(client, chat)) == "edited."
