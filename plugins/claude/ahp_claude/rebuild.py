@@ -277,6 +277,7 @@ class Replay:
                     edited_input=decided.get("edited"),
                     reason=decided.get("reason"),
                     selected_option_id=decided.get("selected"),
+                    setting=decided.get("setting"),
                 )
                 if "approved" in decided
                 else None

@@ -419,6 +419,8 @@ class Turn:
                 "reason": approval.reason,
                 "edited": approval.edited_input,
                 "selected": approval.selected_option_id,
+                # Set when a host plugin decided unasked: rebuilt, the call says so again.
+                "setting": approval.setting,
             },
         )
         if approval.approved:

@@ -53,3 +53,16 @@ async def test_a_bash_command_the_rules_decide_is_never_put_to_a_person(
         # The model is told which rule refused it, as it would be told a person's words.
         told = json.dumps(anthropic.main_requests()[-1].tool_results())
         assert "denied by the rule rm" in told
+
+    # Reopened after a restart, the calls say who decided, as they did live.
+    async with host_factory(plugins)(tmp_path / "state") as running:
+        client = await running.connect("c2")
+        await client.initialize()
+        await client.request("subscribe", {"channel": session})
+        state = await chat_state(client, chat)
+        made, removed = (
+            next(p["toolCall"] for p in turn["responseParts"] if p["kind"] == "toolCall")
+            for turn in state["turns"]
+        )
+        assert made["confirmed"] == "setting"
+        assert removed["status"] == "cancelled" and "rule rm" in removed["reasonMessage"]
