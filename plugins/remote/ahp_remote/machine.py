@@ -351,10 +351,24 @@ class Machine:
         link = self._open_link()
         link.on_notification = self._notified
         self._early = []
-        await link.open()
         try:
+            await link.open()
             wanted = [ROOT_CHANNEL, *self._watchers]
-            if self._seq is None:
+            result: dict[str, Any] | None = None
+            if self._seq is not None:
+                try:
+                    result = await link.request(
+                        "reconnect",
+                        {
+                            "channel": ROOT_CHANNEL,
+                            "clientId": self.client_id,
+                            "lastSeenServerSeq": self._seq,
+                            "subscriptions": wanted,
+                        },
+                    )
+                except RemoteError as exc:  # a host that takes no reconnect: start afresh
+                    log.info("%s did not take reconnect (%s); initializing", self.title, exc)
+            if result is None:
                 result = await link.request(
                     "initialize",
                     {
@@ -366,22 +380,9 @@ class Machine:
                     },
                 )
                 self._seq = int(result["serverSeq"])
-                snapshots = list(result.get("snapshots") or ())
-                replayed: list[dict[str, Any]] = []
-                missing: list[str] = []
-            else:
-                result = await link.request(
-                    "reconnect",
-                    {
-                        "channel": ROOT_CHANNEL,
-                        "clientId": self.client_id,
-                        "lastSeenServerSeq": self._seq,
-                        "subscriptions": wanted,
-                    },
-                )
-                replayed = list(result.get("actions") or ()) if result["type"] == "replay" else []
-                snapshots = list(result.get("snapshots") or ())
-                missing = list(result.get("missing") or ())
+            replayed = list(result.get("actions") or ()) if result.get("type") == "replay" else []
+            snapshots = list(result.get("snapshots") or ())
+            missing = list(result.get("missing") or ())
         except BaseException:
             self._early = None
             await link.close("the remote host did not take this host as its client")

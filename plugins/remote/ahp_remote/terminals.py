@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: The most a person may type at once, as one line from the mirror program.
 MAX_LINE = 1 << 20
+#: Mirrors one chat opens at most: a remote listing ever more terminals starts no more.
+MAX_MIRRORS = 16
 
 
 def content_text(state: Mapping[str, Any]) -> str:
@@ -223,6 +225,13 @@ class Mirrors:
                 continue
             if uri in self.by_remote:
                 continue
+            if len(self.by_remote) >= MAX_MIRRORS:
+                log.warning(
+                    "%s lists more than %d terminals for one chat; the rest are not shown here",
+                    self.machine.title,
+                    MAX_MIRRORS,
+                )
+                return
             mirror = self.by_remote[uri] = Mirror(self.machine, uri, str(info.get("title") or uri))
             task = asyncio.get_running_loop().create_task(self._open(mirror))
             self._tasks.add(task)
