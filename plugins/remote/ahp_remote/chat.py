@@ -10,9 +10,11 @@ the answer goes back as the remote's ``chat/toolCallConfirmed``; a question
 that starts there without this host (a follow-up the agent starts, another
 client of that host) is told here as a turn of the agent's own.
 
-What a tool call's result points at on the remote (its terminals, files,
-subagent chats) is named in text rather than linked: a URI of the remote
-would be read on this machine by a client that follows it.
+A subagent's chat there is followed by a child chat here, and a terminal
+there by a mirror here (``ahp_remote.terminals``). Anything else a tool
+result points at on the remote (a file, a resource) is named in text rather
+than linked: a URI of the remote would be read on this machine by a client
+that follows it.
 """
 
 from __future__ import annotations
@@ -523,7 +525,7 @@ class RemoteChat:
         self.relays[turn.turn_id] = relay
         self.seen.add(turn.turn_id)
         try:
-            await machine.dispatch(
+            refused = await machine.dispatch(
                 self.chat_uri,
                 {
                     "type": "chat/turnStarted",
@@ -531,7 +533,10 @@ class RemoteChat:
                     "startedAt": now_iso(),
                     "message": dict(turn.message),
                 },
+                answered=True,
             )
+            if refused is not None:
+                raise RemoteTurnFailed(f"{machine.title} refused the turn: {refused}")
             try:
                 await relay.done.wait()
             except asyncio.CancelledError:
