@@ -214,6 +214,15 @@ def _config_file_section() -> str:
     return "\n".join(lines)
 
 
+def _type_label(annotation: Any) -> str:
+    """A field's type as a reader of the table wants it: ``Literal['on', 'off'] | None``."""
+    if isinstance(annotation, type):
+        return annotation.__name__
+    text = str(annotation).replace("typing.", "")
+    optional = re.fullmatch(r"Optional\[(.*)\]", text)
+    return f"{optional.group(1)} | None" if optional else text
+
+
 def _model_rows(model: Any, prefix: str) -> list[str]:
     """One row per field of a table's model; a field holding a mapping of models (the
     agents of ``[acp.agents.NAME]``) gives that model's fields under ``NAME``."""
@@ -233,7 +242,7 @@ def _model_rows(model: Any, prefix: str) -> list[str]:
         if nested is not None:
             rows += _model_rows(nested, path)
             continue
-        kind = getattr(info.annotation, "__name__", None) or str(info.annotation)
+        kind = _type_label(info.annotation)
         default = "required" if info.is_required() else f"`{info.get_default()!r}`"
         text = re.sub(r"\s+", " ", info.description or "").replace("|", "\\|")
         lines_kind = kind.replace("typing.", "").replace("|", "\\|")
