@@ -170,7 +170,20 @@ class ConfigFile:
                 checked[name] = model.model_validate(self.tables[name])
             except ValidationError as exc:
                 raise ConfigError(self._explain(exc, prefix=(name,))) from None
+            if _holds_secret(checked[name]) and self._others_may_read():
+                raise ConfigError(
+                    f"{self.where(name)}: [{name}] holds a secret and others may read the "
+                    f"file: chmod 600 {self.path}"
+                )
         return checked
+
+    def _others_may_read(self) -> bool:
+        try:
+            return self.path is not None and bool(
+                self.path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO)
+            )
+        except OSError:
+            return False
 
     def _explain(self, exc: Any, prefix: tuple[str, ...] = ()) -> str:
         first = exc.errors()[0]
@@ -183,6 +196,21 @@ class ConfigFile:
         more = len(exc.errors()) - 1
         tail = f" (and {more} more)" if more else ""
         return f"{self.where(*loc)}: {'.'.join(loc)}: {message}{tail}"
+
+
+def _holds_secret(value: Any) -> bool:
+    """Whether a checked table holds a ``SecretStr`` with something in it."""
+    from pydantic import BaseModel, SecretStr
+
+    if isinstance(value, SecretStr):
+        return bool(value.get_secret_value())
+    if isinstance(value, BaseModel):
+        return any(_holds_secret(getattr(value, key)) for key in type(value).model_fields)
+    if isinstance(value, Mapping):
+        return any(_holds_secret(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_secret(item) for item in value)
+    return False
 
 
 def locate(explicit: Path | None = None, environ: Mapping[str, str] | None = None) -> Path | None:
@@ -232,7 +260,7 @@ def read(explicit: Path | None = None, environ: Mapping[str, str] | None = None)
         serve_model().model_validate(serve)
     except ValidationError as exc:
         raise ConfigError(config._explain(exc)) from None
-    if "token" in serve and path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+    if "token" in serve and config._others_may_read():
         raise ConfigError(
             f"{config.where('token')}: the file holds a connection token and others may read "
             f"it: chmod 600 {path}, or use token_file"

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -298,3 +298,29 @@ def test_lines_are_found_for_dotted_and_inline_keys() -> None:
     assert line_of(text, ["t", "agents", "q r"]) == 6
     assert line_of(text, ["t", "nothing"]) == 2
     assert line_of(text, ["zzz"]) is None
+
+
+class Remote(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: SecretStr | None = None
+
+
+class SecretPlugin:
+    @hookimpl
+    def ahp_config_tables(self) -> dict[str, type[BaseModel]]:
+        return {"far": Remote}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", [0o600, 0o644])
+async def test_a_table_holding_a_secret_needs_a_private_file(tmp_path: Path, mode: int) -> None:
+    config = _write(tmp_path / "ahp.toml", '[far]\ntoken = "remote-secret-value"\n', mode)
+    settings = HostSettings(sessions="memory", state_dir=tmp_path / "state", config=read(config))
+    host = Host(PluginManager(plugins=[("far", SecretPlugin())], entry_points=False), settings)
+    if mode == 0o600:
+        await host.start()
+        assert host.view is not None
+        assert host.view.config_table("far").token.get_secret_value() == "remote-secret-value"
+    else:
+        with pytest.raises(PluginError, match=r"\[far\] holds a secret and others may read"):
+            await host.start()
