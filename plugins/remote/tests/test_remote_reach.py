@@ -35,6 +35,7 @@ from remote_support import (
 import ahp_remote.plugin
 from ahp_remote.config import ConfigError, parse_machines, table_machines, table_model
 from ahpcore.config import read
+from ahpcore.hookspecs import PluginError
 from ahpcore.testing import host_factory
 
 pytestmark = pytest.mark.anyio
@@ -217,6 +218,12 @@ async def test_machines_in_the_config_file(
         'displayName = "the inner box"\n',
         encoding="utf-8",
     )
+    config.chmod(0o644)
+    # The token is a secret: a file others may read is refused before anything starts.
+    with pytest.raises(PluginError, match="chmod 600"):
+        async with host_factory([("remote", ahp_remote.plugin)], config=read(config))(outer_state):
+            pass
+    config.chmod(0o600)
     host = host_factory([("remote", ahp_remote.plugin)], config=read(config))
     async with inner_host(inner_state, port), host(outer_state) as running:
         client = await client_of(running)
