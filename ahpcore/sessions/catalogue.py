@@ -11,6 +11,9 @@ host's run, so a cursor this host did not issue is refused rather than misread.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gc
 import hashlib
 import hmac
 import json
@@ -19,7 +22,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +68,9 @@ CREATE TABLE IF NOT EXISTS catalogue_chats (
 );
 -- Every save replaces its session's chats: without this, each save scanned every chat.
 CREATE INDEX IF NOT EXISTS catalogue_chats_session ON catalogue_chats (session);
+-- Sessions no backend lists (failed ones among them): read once per start, among
+-- 100,000 listed ones a scan of every row.
+CREATE INDEX IF NOT EXISTS catalogue_unlisted ON catalogue (id) WHERE backend_row IS NULL;
 CREATE TABLE IF NOT EXISTS catalogue_listed (
     provider TEXT PRIMARY KEY
 );
@@ -80,6 +86,48 @@ _UPSERT_LISTED = (
     "ON CONFLICT(id) DO UPDATE SET backend_row = excluded.backend_row, summary = NULL, "
     "modified_at = max(catalogue.modified_at, excluded.modified_at)"
 )
+
+#: Builds running now that keep what they make out of the collector (see ``_long_lived``).
+_building = 0
+#: The collector is back on after this long, whatever the build is doing.
+LONG_LIVED_SECONDS = 30.0
+#: Whether the collector was on when the first of them began.
+_collecting = True
+
+
+@contextlib.contextmanager
+def _long_lived() -> Iterator[None]:
+    """No collection while a large listing that lives on is built; what it built is frozen.
+
+    A backend's first catalogue of a run, and the index's rows from it, are
+    hundreds of thousands of objects at 100,000 sessions that live as long as the
+    host. Built with the collector on, each pass on the way walked all that was
+    built so far (full ones of 80-500 ms here), holding the interpreter and every
+    client with it; left in its generations, every later full pass walked it
+    again. Like the start-up heap (``ahp serve`` freezes it), it is moved out of
+    the collector's passes once built. Whatever cyclic garbage the rest of the
+    host made meanwhile is frozen with it: once per backend and run.
+    """
+    global _building, _collecting
+    if _building == 0:
+        _collecting = gc.isenabled()
+    _building += 1
+    gc.disable()
+    # A backend that hangs must not keep the collector off for good.
+    resume = asyncio.get_running_loop().call_later(LONG_LIVED_SECONDS, _collect_again)
+    try:
+        yield
+    finally:
+        resume.cancel()
+        _building -= 1
+        if _building == 0:
+            gc.freeze()
+            _collect_again()
+
+
+def _collect_again() -> None:
+    if _collecting:
+        gc.enable()
 
 
 class Cursors:
@@ -375,26 +423,10 @@ class CatalogueIndex:
             return
         done = self._refreshing[provider] = anyio.Event()
         started = time.monotonic()
+        first = provider not in self._listed
         try:
-            rows: list[CatalogueRow] = []
-            cursor: str | None = None
-            for _ in range(100_000):  # bounded: a backend repeating a cursor stops here
-                answer = await calls.call(backend.catalogue, limit=REFRESH_PAGE, cursor=cursor)
-                if isinstance(answer, CataloguePage):
-                    rows += answer.rows
-                    cursor = answer.next_cursor
-                else:
-                    rows += answer
-                    cursor = None
-                if cursor is None:
-                    break
-            texts: dict[str, str] | None = None
-            if provider not in self._listed:
-                # The first refresh of a run compares every row's text with the index's;
-                # encoded here, before the index is locked, a page asked for meanwhile
-                # does not wait for 10,000 encodings.
-                texts = await anyio.to_thread.run_sync(_row_texts, rows)
-            await self._do(lambda db: self._reconcile(db, provider, rows, texts))
+            with _long_lived() if first else contextlib.nullcontext():
+                await self._refresh(backend)
             self._refreshed[provider] = time.monotonic()
             self._refresh_cost[provider] = self._refreshed[provider] - started
         except Exception:
@@ -402,6 +434,28 @@ class CatalogueIndex:
         finally:
             del self._refreshing[provider]
             done.set()
+
+    async def _refresh(self, backend: Backend) -> None:
+        provider = backend.provider
+        rows: list[CatalogueRow] = []
+        cursor: str | None = None
+        for _ in range(100_000):  # bounded: a backend repeating a cursor stops here
+            answer = await calls.call(backend.catalogue, limit=REFRESH_PAGE, cursor=cursor)
+            if isinstance(answer, CataloguePage):
+                rows += answer.rows
+                cursor = answer.next_cursor
+            else:
+                rows += answer
+                cursor = None
+            if cursor is None:
+                break
+        texts: dict[str, str] | None = None
+        if provider not in self._listed:
+            # The first refresh of a run compares every row's text with the index's;
+            # encoded here, before the index is locked, a page asked for meanwhile
+            # does not wait for 10,000 encodings.
+            texts = await anyio.to_thread.run_sync(_row_texts, rows)
+        await self._do(lambda db: self._reconcile(db, provider, rows, texts))
 
     def _reconcile(
         self,

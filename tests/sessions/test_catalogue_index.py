@@ -3,6 +3,7 @@ catalogue kept off the event loop, and one session looked up rather than listed.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import shutil
@@ -28,6 +29,7 @@ from ahpcore.ports.backend import (
     TranscriptReader,
 )
 from ahpcore.rpc.framing import dumps_answer_in_slices
+from ahpcore.sessions import catalogue
 from ahpcore.sessions.catalogue import REFRESH_SECONDS, REFRESH_SHARE, CatalogueIndex
 from ahpcore.testing import running_host
 from ahpcore.transports.websocket import PART_CHARS
@@ -635,4 +637,92 @@ async def test_a_save_costs_the_same_however_many_sessions_the_index_holds(
         await index.forget("s1")
         assert await index.session_holding("ahp-chat://c1") is None
     finally:
+        index.close()
+
+
+async def test_failed_sessions_are_found_without_reading_every_listed_row(
+    tmp_path: Path,
+) -> None:
+    index = CatalogueIndex(tmp_path / "index.sqlite")
+    listed = json.dumps({"title": "t", "createdAt": "x", "modifiedAt": "x"})
+    try:
+        await index._do(
+            lambda db: db.executemany(
+                "INSERT INTO catalogue (id, provider, modified_at, backend_row) "
+                "VALUES (?, 't', 'x', ?)",
+                [(f"s{n}", listed) for n in range(5000)],
+            )
+        )
+        await index.saved("gone", "t", {"uri": "t:/gone", "lifecycle": "failed"})
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        await index._do(lambda db: db.set_progress_handler(count, 10))
+        assert await index.failed() == {"gone": "t"}
+        assert steps[0] < 50, steps[0]
+    finally:
+        index.close()
+
+
+class Held:
+    """A backend whose catalogue waits for ``gate`` (a catalogue read of many files)."""
+
+    provider = "held"
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.asked = threading.Event()
+
+    def catalogue(self, *, limit: Any = None, cursor: Any = None) -> CataloguePage:
+        self.asked.set()
+        self.gate.wait(10)
+        return CataloguePage([row(n) for n in range(200)], None)
+
+
+async def test_a_first_catalogue_is_built_without_collections_and_then_frozen(
+    tmp_path: Path,
+) -> None:
+    # Full collections while 100,000 rows were built held every client for up to half
+    # a second each; the rows, which live as long as the host, are frozen once built.
+    index = CatalogueIndex(tmp_path / "index.sqlite")
+    backend = Held()
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(index.refresh, backend)
+            await anyio.to_thread.run_sync(backend.asked.wait, 10)
+            assert not gc.isenabled()
+            backend.gate.set()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() > frozen
+        # Moved out of the collector's generations: no pass walks them again.
+        assert not [o for o in gc.get_objects() if isinstance(o, CatalogueRow)]
+    finally:
+        gc.enable()
+        index.close()
+
+
+async def test_a_catalogue_that_hangs_does_not_keep_the_collector_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(catalogue, "LONG_LIVED_SECONDS", 0.2)
+    index = CatalogueIndex(tmp_path / "index.sqlite")
+    backend = Held()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(index.refresh, backend)
+            await anyio.to_thread.run_sync(backend.asked.wait, 10)
+            assert not gc.isenabled()
+            with anyio.fail_after(5):
+                while not gc.isenabled():
+                    await anyio.sleep(0.05)
+            backend.gate.set()
+        assert gc.isenabled()
+    finally:
+        backend.gate.set()
+        gc.enable()
         index.close()
