@@ -517,9 +517,22 @@ class PluginHost:
         """Every working directory (a URI) of every open session and chat: what a
         fence around the host's files lets connections reach."""
         found: list[str] = []
+        elsewhere = self._elsewhere()
         for channel in list(self._engine.channels.values()):
-            if channel.kind in ("session", "chat"):
+            if channel.kind in ("session", "chat") and channel.uri not in elsewhere:
                 found.extend(channel.state.get("workingDirectories") or ())
+        return found
+
+    def _elsewhere(self) -> set[str]:
+        """The channels of sessions whose folders are another machine's, and their chats'."""
+        manager = self._sessions()
+        if manager is None:
+            return set()
+        found: set[str] = set()
+        for session in list(manager.sessions.values()):
+            if not session.backend.abilities.local_folders:
+                found.add(session.uri)
+                found.update(session.chats)
         return found
 
     def session_meta(self, uri: str) -> Mapping[str, Any]:

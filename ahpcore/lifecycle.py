@@ -60,6 +60,9 @@ class SessionCreation:
     progress: Callable[[str], None]
     #: What the session's ``_meta`` starts with, there before it is announced (its owner).
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Whether its folders are this machine's (``Abilities.local_folders``): a subscriber
+    #: that makes something of them here (a worktree) leaves a session elsewhere alone.
+    local_folders: bool = True
     _undo: list[Undo] = field(default_factory=list)
 
     @property

@@ -84,6 +84,10 @@ class Abilities:
     #: Offer the agent the host's own tools (``ChatStart.server_tools``); without it the
     #: session advertises none.
     server_tools: bool = False
+    #: The session's working directories are folders of this machine. False for a backend
+    #: whose sessions run on another (ahp-remote): this host's files fence, terminals and
+    #: worktrees then leave its folders alone, whatever paths they name.
+    local_folders: bool = True
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ class SessionTrees:
     async def ahp_session_creating(self, creation: SessionCreation) -> None:
         params = creation.params
         config = creation.config
-        if config.get("isolation") != "worktree":
-            return
+        if config.get("isolation") != "worktree" or not creation.local_folders:
+            return  # a session on another machine has its worktree made there, if anywhere
         folders = params.get("workingDirectories") or []
         check_folders(folders)  # before a tree is made from them, as createSession would
         folder = path_of_file_uri(folders[0]) if folders else None

@@ -428,7 +428,13 @@ class SessionManager:
                 steps[0] += 1
                 self.engine.progress(client, token, steps[0], None, message)
 
-        creation = SessionCreation(uri, dict(params), progress, meta=dict(meta or {}))
+        creation = SessionCreation(
+            uri,
+            dict(params),
+            progress,
+            meta=dict(meta or {}),
+            local_folders=backend.abilities.local_folders,
+        )
         try:
             await self.lifecycle.session_creating(creation)
             if creation.params.get("workingDirectories") != params.get("workingDirectories"):

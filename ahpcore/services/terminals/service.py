@@ -196,6 +196,8 @@ class TerminalService:
             sessions = [found] if found is not None else []
         roots = []
         for session in sessions:
+            if not session.backend.abilities.local_folders:
+                continue  # its folders are another machine's: none of them is in reach here
             for directory in session.working_directories:
                 path = local_path(directory)
                 if path is not None:
@@ -228,6 +230,16 @@ class TerminalService:
 
     def _start_directory(self, cwd: Any, claim: dict[str, Any], client: Client) -> str:
         session_uri = claim.get("session") if claim.get("kind") == "session" else None
+        if session_uri is not None and self._elsewhere(session_uri):
+            # Only a plugin opens one (clients are refused at the claim): a process of its
+            # own, such as a mirror of the remote terminal, in no folder of the session's.
+            if cwd is not None:
+                raise ProtocolError(
+                    PERMISSION_DENIED,
+                    f"{session_uri} runs on another machine: none of its folders is here",
+                )
+            home = home_folder()
+            return home if home is not None and os.path.isdir(home) else "/"
         roots = self._session_roots(session_uri)
         if cwd is None:
             return self._default_directory(client, session_uri, roots)
@@ -243,6 +255,12 @@ class TerminalService:
         if not Path(resolved).is_dir():
             raise ProtocolError(NOT_FOUND, f"{cwd} is not a directory")
         return resolved
+
+    def _elsewhere(self, session_uri: str) -> bool:
+        """Whether the session's folders are another machine's (``Abilities.local_folders``)."""
+        manager = self.sessions
+        session = manager.session_by_uri(session_uri) if manager is not None else None
+        return session is not None and not session.backend.abilities.local_folders
 
     def _check_claim(self, client: Client | None, claim: dict[str, Any]) -> None:
         if claim.get("kind") == "client":
@@ -260,6 +278,12 @@ class TerminalService:
         if chat is None or chat.session is not session:
             raise ProtocolError(
                 INVALID_PARAMS, f"{claim['chat']} is not a chat of {claim['session']}"
+            )
+        if client is not None and not session.backend.abilities.local_folders:
+            raise ProtocolError(
+                INVALID_PARAMS,
+                f"{claim['session']} runs on another machine ({session.provider}): its "
+                "terminals are that machine's, and this host opens none for it",
             )
 
     def holds(self, client: Client, claim: Any) -> bool:

@@ -77,6 +77,8 @@ def abilities_of(agent: Mapping[str, Any] | None) -> Abilities:
         multiple_chats=isinstance(chats, Mapping),
         fork=isinstance(chats, Mapping) and chats.get("fork") is True,
         side_chat=isinstance(chats, Mapping) and chats.get("sideChat") is True,
+        # The session's folders are the remote machine's: nothing here reaches them.
+        local_folders=False,
     )
 
 
@@ -283,7 +285,7 @@ class RemoteBackend:
 class MachineBackend:
     """The provider ``remote-<machine>`` of a machine whose providers are not known yet."""
 
-    abilities = Abilities(multiple_chats=False)
+    abilities = Abilities(multiple_chats=False, local_folders=False)
 
     def __init__(self, machine: Machine) -> None:
         self.machine = machine

@@ -148,13 +148,19 @@ class InnerRunner:
 
 
 @asynccontextmanager
-async def outer_host(state_dir: Path, *, terminals: bool = False) -> AsyncIterator[RunningHost]:
-    """The outer host: the remote plugin (and terminals when asked), reaching what
+async def outer_host(
+    state_dir: Path, *, terminals: bool = False, files: bool = False
+) -> AsyncIterator[RunningHost]:
+    """The outer host: the remote plugin (and terminals, files when asked), reaching what
     ``AHP_REMOTE_MACHINES`` names."""
     chosen = HostSettings(sessions="file", port=0, state_dir=state_dir)
     plugins: list[tuple[str, object]] = [("remote", ahp_remote.plugin)]
     if terminals:
         plugins.append(("terminals", ahp_terminals.plugin))
+    if files:
+        import ahp_files.plugin
+
+        plugins.append(("files", ahp_files.plugin))
     async with running_host(plugins, settings=chosen) as running:
         yield running
 
