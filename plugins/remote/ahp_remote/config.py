@@ -8,6 +8,7 @@ an AHP host there::
      "box2": {"ssh": "me@box2", "command": "~/.local/bin/ahp serve --stdio"},
      "sandbox": {"docker": "agents-sandbox"},
      "lab": {"url": "wss://lab.example:8787/", "tokenFile": "~/.config/ahp/lab.token"},
+     "farm": {"ssh": "me@farm", "url": "ws://127.0.0.1:8765/", "tokenFile": "~/.ahp-farm"},
      "local2": {"command": ["ahp", "serve", "--stdio", "--state-dir", "/srv/ahp2"]}}
 
 The key names the machine in each provider it brings (``remote-<name>-<provider>``),
@@ -16,6 +17,12 @@ the one way to reach it, a machine may have ``displayName`` (how people see it
 named; the key by default), ``providers`` (remote providers to offer even before
 the machine was ever reached) and, for ``ssh``, ``sshOptions`` (more arguments
 for ``ssh`` before the destination, such as ``["-p", "2222"]``).
+
+A machine naming both ``ssh`` and ``url`` is reached through an SSH tunnel: a
+long-running ``ahp serve`` listens there (on the ``url``'s host and port, as the
+remote machine sees them), and this host forwards a free local port to it with
+``ssh -N -L`` and speaks WebSocket through it, as to a ``url`` machine. That host
+outlives the link, so a turn survives a dropped one.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from ahpcore.hookspecs import PluginError
 
@@ -41,16 +49,19 @@ DEFAULT_REMOTE_COMMAND = "ahp serve --stdio"
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 #: A remote provider name, as it will sit inside this host's provider name (a URI scheme).
 _PROVIDER = re.compile(r"^[a-z][a-z0-9+.-]{0,62}$")
-_WAYS = ("command", "url", "ssh", "docker")
+_WAYS = ("command", "url", "ssh", "docker", "ssh with url")
 _COMMON = {"displayName", "providers"}
 _KEYS: dict[str, set[str]] = {
     "command": {"command"},
     "url": {"url", "token", "tokenFile"},
     "ssh": {"ssh", "command", "sshOptions"},
     "docker": {"docker", "command"},
+    "tunnel": {"ssh", "url", "token", "tokenFile", "sshOptions"},
 }
+#: How often a tunnel's ssh asks the server whether it is still there (ServerAliveInterval).
+TUNNEL_ALIVE_SECONDS = 15
 
-Kind = Literal["command", "url", "ssh", "docker"]
+Kind = Literal["command", "url", "ssh", "docker", "tunnel"]
 
 
 class ConfigError(PluginError, ValueError):
@@ -65,9 +76,12 @@ class MachineSpec:
 
     name: str
     kind: Kind
-    #: The program and its arguments, for every kind but ``url``.
+    #: The program and its arguments, for every kind but ``url``; for ``tunnel``, ``ssh`` and
+    #: its options, to which the forward (``-L``) and the destination are added at each start.
     argv: tuple[str, ...] = ()
     url: str = ""
+    #: The ssh destination of a ``tunnel`` machine.
+    destination: str = ""
     #: The connection token of a ``url`` machine: a secret, never logged nor shown.
     token: str | None = field(default=None, repr=False)
     display_name: str = ""
@@ -82,6 +96,8 @@ class MachineSpec:
         """How the machine is reached, in words a person reads (no secret in it)."""
         if self.kind == "url":
             return self.url
+        if self.kind == "tunnel":
+            return f"{self.url} through ssh {shlex.quote(self.destination)}"
         return " ".join(shlex.quote(part) for part in self.argv)
 
 
@@ -140,6 +156,8 @@ def _spec(name: Any, body: Any, where: str) -> MachineSpec:
     if not isinstance(body, Mapping):
         raise ConfigError(f"{where} must be an object naming one of {', '.join(_WAYS)}")
     ways = [way for way in ("url", "ssh", "docker") if way in body]
+    if ways == ["url", "ssh"]:
+        ways = ["tunnel"]  # a host listening there, reached through an SSH port forward
     if not ways and "command" in body:
         ways = ["command"]
     if len(ways) != 1:
@@ -150,8 +168,9 @@ def _spec(name: Any, body: Any, where: str) -> MachineSpec:
     kind: Kind = ways[0]  # type: ignore[assignment]
     unknown = set(body) - _KEYS[kind] - _COMMON
     if unknown:
+        what = "an ssh tunnel (ssh with url)" if kind == "tunnel" else f"a {kind}"
         raise ConfigError(
-            f"{where} has keys a {kind} machine does not take: {', '.join(sorted(unknown))}"
+            f"{where} has keys {what} machine does not take: {', '.join(sorted(unknown))}"
         )
     display = body.get("displayName") or ""
     if not isinstance(display, str):
@@ -171,6 +190,8 @@ def _spec(name: Any, body: Any, where: str) -> MachineSpec:
         if "token=" in url or "tkn=" in url:
             raise ConfigError(f"{where}.url: give the token as token or tokenFile, not in the URL")
         return MachineSpec(kind="url", url=url, token=_token(body, where), **common)
+    if kind == "tunnel":
+        return _tunnel(body, where, common)
     if kind == "ssh":
         destination = body["ssh"]
         if not isinstance(destination, str) or not destination or destination.startswith("-"):
@@ -187,6 +208,54 @@ def _spec(name: Any, body: Any, where: str) -> MachineSpec:
     command = _command_line(body.get("command"), f"{where}.command")
     argv = ("docker", "exec", "-i", container, *shlex.split(command))
     return MachineSpec(kind="docker", argv=argv, **common)
+
+
+def _tunnel(body: Mapping[str, Any], where: str, common: dict[str, Any]) -> MachineSpec:
+    destination = body["ssh"]
+    if not isinstance(destination, str) or not destination or destination.startswith("-"):
+        raise ConfigError(f"{where}.ssh must be a destination such as user@host")
+    url = body["url"]
+    # ws:// only: ssh already encrypts the way, and a certificate would not name 127.0.0.1.
+    if not isinstance(url, str) or not url.startswith("ws://"):
+        raise ConfigError(
+            f"{where}.url must be a ws:// URL of the host as that machine reaches it "
+            "(ws://127.0.0.1:8765/); ssh encrypts the way"
+        )
+    if "token=" in url or "tkn=" in url:
+        raise ConfigError(f"{where}.url: give the token as token or tokenFile, not in the URL")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"{where}.url: {exc}") from None
+    if not parts.hostname or port is None:
+        raise ConfigError(f"{where}.url must name a host and a port (ws://127.0.0.1:8765/)")
+    options = _strings(body.get("sshOptions") or [], f"{where}.sshOptions")
+    # -N: no command, only the forward; BatchMode: never wait on a prompt nobody can answer;
+    # ExitOnForwardFailure: a forward that cannot be made ends ssh (and says why) rather
+    # than leaving a link that forwards nothing; no ControlMaster, so this ssh process
+    # is the tunnel and ends with it. The user's options come after ours for what
+    # the options before them leave open (ServerAliveInterval may be changed there).
+    argv = (
+        "ssh", "-N", "-T",
+        "-o", "BatchMode=yes",
+        "-o", "ExitOnForwardFailure=yes",
+        "-o", "ControlMaster=no",
+        "-o", "ControlPath=none",
+        *options,
+        "-o", f"ServerAliveInterval={TUNNEL_ALIVE_SECONDS}",
+    )  # fmt: skip
+    token = _token(body, where)
+    return MachineSpec(
+        kind="tunnel", argv=argv, url=url, destination=destination, token=token, **common
+    )
+
+
+def tunnel_target(url: str) -> tuple[str, int]:
+    """The host and port a tunnel forwards to, as the remote machine names them."""
+    parts = urlsplit(url)
+    assert parts.hostname is not None and parts.port is not None  # checked by _tunnel
+    return parts.hostname, parts.port
 
 
 def parse_machines(text: str | None) -> list[MachineSpec]:
@@ -219,7 +288,8 @@ def _build_table() -> type[BaseModel]:
 
     class RemoteMachine(BaseModel):
         """One machine, spelled as in ``AHP_REMOTE_MACHINES``: exactly one of ``command``
-        (a list), ``url``, ``ssh`` or ``docker``."""
+        (a list), ``url``, ``ssh`` or ``docker``; or ``ssh`` with ``url``, a host listening
+        there reached through an SSH tunnel."""
 
         model_config = ConfigDict(extra="forbid")
 
@@ -228,15 +298,21 @@ def _build_table() -> type[BaseModel]:
             description="A program and its arguments that serve AHP on stdio; with ssh or "
             f"docker, the command line run there (`{DEFAULT_REMOTE_COMMAND}` when left out).",
         )
-        url: str | None = Field(default=None, description="A ws:// or wss:// URL of its host.")
+        url: str | None = Field(
+            default=None,
+            description="A ws:// or wss:// URL of its host; with ssh, the ws:// URL of a host "
+            "listening there, as that machine reaches it (reached through an SSH tunnel).",
+        )
         token: SecretStr | None = Field(
-            default=None, description="The connection token of a url machine."
+            default=None, description="The connection token of a url (or ssh tunnel) machine."
         )
         tokenFile: str | None = Field(
-            default=None, description="A file holding the token of a url machine."
+            default=None, description="A file holding the token of a url (or tunnel) machine."
         )
         ssh: str | None = Field(
-            default=None, description="The ssh destination (user@host), with your ssh config."
+            default=None,
+            description="The ssh destination (user@host), with your ssh config; with url, "
+            "the machine whose listening host is reached through an SSH port forward.",
         )
         sshOptions: list[str] = Field(
             default=[], description="More arguments for ssh, before the destination."

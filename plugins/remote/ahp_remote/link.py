@@ -1,9 +1,10 @@
 """One JSON-RPC connection to a remote AHP host, as this host is its client.
 
-Two transports carry it: a child process speaking newline-delimited JSON on
+Three transports carry it: a child process speaking newline-delimited JSON on
 its stdin and stdout (``ahp serve --stdio``, through ``ssh`` or ``docker exec``
-or as it is), and a WebSocket (``ws://`` or ``wss://``, the token sent as
-``Authorization: Bearer``, never in the URL).
+or as it is), a WebSocket (``ws://`` or ``wss://``, the token sent as
+``Authorization: Bearer``, never in the URL), and a WebSocket through an SSH
+port forward (``ssh -N -L``) this link starts and ends with itself.
 
 Every frame the remote sends is checked against the protocol's strict shapes
 exactly as a client of this host is (``ahpcore.protocol.wire``): a frame that
@@ -20,9 +21,12 @@ import contextlib
 import itertools
 import json
 import logging
+import socket
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ahpcore.api import escape, redact
 from ahpcore.protocol.wire import format_issues, validate_frame
@@ -342,6 +346,25 @@ class PipeLink(Link):
             await self.process.wait()
 
 
+class _Hiding(logging.LoggerAdapter[logging.Logger]):
+    """The WebSocket library's logger, its lines with the token blanked: at debug level it
+    logs every header it sends, ``Authorization`` too."""
+
+    def __init__(self, logger: logging.Logger, hide: Callable[[str], str]) -> None:
+        super().__init__(logger, {})
+        self._hide = hide
+
+    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        try:
+            text = str(msg) % args if args else str(msg)
+        except (TypeError, ValueError):
+            text = " ".join([str(msg), *map(str, args)])
+        kwargs.setdefault("stacklevel", 2)
+        self.logger.log(level, "%s", self._hide(text), **kwargs)
+
+
 class SocketLink(Link):
     """A WebSocket to a remote host's port."""
 
@@ -352,22 +375,32 @@ class SocketLink(Link):
         self._socket: Any = None
 
     async def open(self, *, timeout: float = 10.0) -> None:
+        await self._connect(self.url, timeout)
+        self.begin()
+
+    async def _connect(self, url: str, timeout: float, *, refused_is_final: bool = True) -> None:
+        """Open the WebSocket to ``url``; ``LinkClosed`` saying why not (refused, bad status,
+        TLS, name lookup). A refusal is raised as is, so a tunnel may wait out its start."""
         from websockets.asyncio.client import connect
 
         headers = {"Authorization": f"Bearer {self._token}"} if self._token else None
         try:
             async with asyncio.timeout(timeout):
                 self._socket = await connect(
-                    self.url,
+                    url,
                     additional_headers=headers,
                     max_size=MAX_FRAME_BYTES,
                     open_timeout=timeout,
+                    logger=_Hiding(logging.getLogger("websockets.client"), self.hide),
                 )
         except TimeoutError:
             raise LinkClosed(f"{self.url} did not answer in {timeout:.0f} s") from None
-        except Exception as exc:  # refused, bad status, TLS, name lookup: all say why
+        except ConnectionRefusedError as exc:
+            if refused_is_final:
+                raise LinkClosed(f"cannot connect to {self.url}: {exc.strerror or exc}") from None
+            raise
+        except Exception as exc:
             raise LinkClosed(f"cannot connect to {self.url}: {self.hide(str(exc))}") from None
-        self.begin()
 
     async def _send_text(self, text: str) -> None:
         await self._socket.send(text)
@@ -396,3 +429,164 @@ class SocketLink(Link):
         """Cut the connection at once, as a network failing would (for tests of reconnection)."""
         if self._socket is not None:
             self._socket.transport.abort()
+
+
+def free_local_port() -> int:
+    """A port of 127.0.0.1 nothing listens on now (ssh may yet lose it to another program:
+    then its forward fails, it exits saying so, and the link is tried again)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class TunnelLink(SocketLink):
+    """A WebSocket to a host listening on another machine, through ``ssh -N -L``.
+
+    ``open`` starts ssh forwarding a free port of 127.0.0.1 here to the host and port
+    the remote machine knows the server by, waits (bounded) until the port takes a
+    connection, then speaks WebSocket through it. The link ends when either ends: ssh
+    exiting cuts the WebSocket, and closing the link ends ssh."""
+
+    def __init__(
+        self,
+        label: str,
+        url: str,
+        token: str | None,
+        *,
+        ssh: Sequence[str],
+        destination: str,
+        target: tuple[str, int],
+    ) -> None:
+        super().__init__(label, url, token)
+        self.ssh = list(ssh)
+        self.destination = destination
+        self.target = target
+        self.local_port = 0
+        self.process: asyncio.subprocess.Process | None = None
+        self._stderr: deque[str] = deque(maxlen=STDERR_LINES)
+        self._watch: asyncio.Task[None] | None = None
+
+    def argv(self, local_port: int) -> list[str]:
+        host, port = self.target
+        there = f"[{host}]" if ":" in host else host
+        forward = f"127.0.0.1:{local_port}:{there}:{port}"
+        return [*self.ssh, "-L", forward, "--", self.destination]
+
+    def local_url(self) -> str:
+        parts = urlsplit(self.url)
+        return urlunsplit(
+            ("ws", f"127.0.0.1:{self.local_port}", parts.path or "/", parts.query, "")
+        )
+
+    async def open(self, *, timeout: float = 15.0) -> None:
+        self.local_port = free_local_port()
+        argv = self.argv(self.local_port)
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C meant for this host is not the tunnel's
+            )
+        except OSError as exc:
+            raise LinkClosed(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+        assert self.process.stderr is not None
+        stderr = asyncio.get_running_loop().create_task(self._keep_stderr(self.process.stderr))
+        self._watch = asyncio.get_running_loop().create_task(self._outlive(stderr))
+        try:
+            await self._through(timeout)
+        except BaseException:
+            await self._shut()
+            raise
+        self.begin()
+
+    async def _through(self, timeout: float) -> None:
+        """Connect once ssh listens: until then the port refuses, unless ssh gave up."""
+        process = self.process
+        assert process is not None
+        deadline = time.monotonic() + timeout
+        url = self.local_url()
+        while True:
+            if process.returncode is not None:
+                await self._stderr_read()
+                raise LinkClosed(self._ssh_ended())
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LinkClosed(
+                    f"ssh to {self.destination} did not open its tunnel in {timeout:.0f} s"
+                )
+            try:
+                await self._connect(url, left, refused_is_final=False)
+                return
+            except ConnectionRefusedError:
+                await asyncio.sleep(0.05)
+
+    async def _keep_stderr(self, stream: asyncio.StreamReader) -> None:
+        while True:
+            line = await stream.readline()
+            if not line:
+                return
+            text = self.hide(line.decode("utf-8", "replace").rstrip())
+            if text:
+                self._stderr.append(text)
+                log.debug("%s tunnel: %s", self.label, escape(text))
+
+    async def _outlive(self, stderr: asyncio.Task[None]) -> None:
+        """When ssh exits the tunnel is gone: cut the WebSocket riding it at once."""
+        process = self.process
+        assert process is not None
+        await process.wait()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1):
+                await stderr
+        if not self.closed.is_set():
+            self._closed_with = self._ssh_ended()
+            self.drop()
+
+    async def _stderr_read(self) -> None:
+        watch = self._watch
+        if watch is not None and not watch.done():
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                async with asyncio.timeout(1.5):
+                    await asyncio.shield(watch)
+
+    def _ssh_ended(self) -> str:
+        process = self.process
+        code = process.returncode if process is not None else None
+        why = f"ssh exited with status {code}" if code is not None else "ssh ended"
+        said = "; ".join(list(self._stderr)[-3:])
+        return f"{why}: {said}" if said else why
+
+    def _ended(self) -> str:
+        process = self.process
+        if process is not None and process.returncode is not None:
+            return self._ssh_ended()
+        return self._closed_with
+
+    async def _shut(self) -> None:
+        with contextlib.suppress(Exception):
+            await super()._shut()
+        process = self.process
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+            try:
+                async with asyncio.timeout(3):
+                    await process.wait()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                await process.wait()
+        watch = self._watch
+        if watch is not None and not watch.done() and watch is not asyncio.current_task():
+            try:
+                async with asyncio.timeout(2):
+                    await asyncio.shield(watch)
+            except (TimeoutError, Exception):
+                watch.cancel()
+
+    async def exited(self) -> None:
+        """Wait until ssh is gone (a stopped host leaves no tunnel behind)."""
+        if self.process is not None:
+            await self.process.wait()

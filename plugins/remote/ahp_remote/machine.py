@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ahp_remote import __version__
-from ahp_remote.config import MachineSpec
-from ahp_remote.link import Link, LinkClosed, PipeLink, RemoteError, SocketLink
+from ahp_remote.config import MachineSpec, tunnel_target
+from ahp_remote.link import Link, LinkClosed, PipeLink, RemoteError, SocketLink, TunnelLink
 from ahpcore.api import escape, write_private
 from ahpcore.protocol import ROOT_CHANNEL
 
@@ -137,9 +137,10 @@ class Machine:
 
     @property
     def streams(self) -> bool:
-        """Whether the remote host outlives a link (a WebSocket): then a dropped link may be
-        reconnected and what was missed replayed. A child process's host ends with its link."""
-        return self.spec.kind == "url"
+        """Whether the remote host outlives a link (a WebSocket, direct or through an SSH
+        tunnel): then a dropped link may be reconnected and what was missed replayed. A
+        child process's host ends with its link."""
+        return self.spec.kind in ("url", "tunnel")
 
     def remote_agent(self, provider: str) -> dict[str, Any] | None:
         return next((a for a in self.agents if a.get("provider") == provider), None)
@@ -341,10 +342,19 @@ class Machine:
             log.info("%s", escape(self.state_line() or self.reason))
         self._tell()
 
-    def _open_link(self) -> PipeLink | SocketLink:
+    def _open_link(self) -> PipeLink | SocketLink | TunnelLink:
         spec = self.spec
         if spec.kind == "url":
             return SocketLink(self.title, spec.url, spec.token)
+        if spec.kind == "tunnel":
+            return TunnelLink(
+                self.title,
+                spec.url,
+                spec.token,
+                ssh=spec.argv,
+                destination=spec.destination,
+                target=tunnel_target(spec.url),
+            )
         return PipeLink(self.title, spec.argv)
 
     async def _connect(self) -> Link:

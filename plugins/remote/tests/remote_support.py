@@ -44,6 +44,16 @@ rules:
       - say: "before the gap."
       - wait: 1.5
       - say: " after the gap."
+  - exact: drop
+    steps:
+      - say: "before the drop."
+      - wait: 1.0
+      - tool: ls
+        input: {path: "."}
+        result: "a b c"
+      - say: " during the drop."
+      - wait: 1.5
+      - say: " after the drop."
   - exact: long
     steps:
       - say: "working"

@@ -76,6 +76,10 @@ def test_each_way_of_reaching_a_machine() -> None:
         ('{"a": {"url": "http://x/"}}', "ws:// or wss://"),
         ('{"a": {"url": "ws://x/?token=abc"}}', "not in the URL"),
         ('{"a": {"ssh": "-oProxyCommand=x"}}', "destination"),
+        ('{"a": {"ssh": "x", "url": "wss://127.0.0.1:1/"}}', "ssh encrypts the way"),
+        ('{"a": {"ssh": "x", "url": "ws://127.0.0.1/"}}', "must name a host and a port"),
+        ('{"a": {"ssh": "x", "url": "ws://h:1/", "command": "c"}}', "tunnel (ssh with url)"),
+        ('{"a": {"ssh": "x", "url": "ws://h:1/", "docker": "c"}}', "exactly one way"),
         ('{"a": {"docker": "x", "tokn": "y"}}', "does not take: tokn"),
         ('{"a": {"command": "ahp serve"}}', "list of non-empty strings"),
         ('{"a": {"url": "ws://x/", "tokenFile": "/nonexistent/t"}}', "cannot read"),
@@ -233,6 +237,31 @@ async def test_machines_in_the_config_file(
         _, chat = await open_session(client, workdir)
         await start_turn(client, chat, "hello")
         assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+
+
+def test_a_tunnel_in_the_file(tmp_path: Path) -> None:
+    """``ssh`` with ``url``: a host listening there, reached through an SSH port forward."""
+    token = tmp_path / "buildbox.token"
+    token.write_text("tunnel-token-Zq81\n", encoding="utf-8")
+    config = tmp_path / "ahp.toml"
+    config.write_text(
+        '[remote.machines.buildbox]\nssh = "me@buildbox"\nurl = "ws://127.0.0.1:8765/"\n'
+        f'tokenFile = "{token}"\nsshOptions = ["-p", "2222"]\n',
+        encoding="utf-8",
+    )
+    table = table_model()(**read(config).tables["remote"])
+    (spec,) = table_machines(table)
+    assert (spec.kind, spec.url, spec.destination) == (
+        "tunnel",
+        "ws://127.0.0.1:8765/",
+        "me@buildbox",
+    )
+    assert spec.token == "tunnel-token-Zq81"
+    assert spec.reach == "ws://127.0.0.1:8765/ through ssh me@buildbox"
+    assert "Zq81" not in repr(spec) and "Zq81" not in " ".join(spec.argv)
+    assert spec.argv[:3] == ("ssh", "-N", "-T")
+    assert "ExitOnForwardFailure=yes" in spec.argv and "BatchMode=yes" in spec.argv
+    assert spec.argv[spec.argv.index("-p") + 1] == "2222"
 
 
 def test_a_machine_in_the_file_that_cannot_be_used_is_named(tmp_path: Path) -> None:
