@@ -3,7 +3,8 @@
 Environment:
 
 - ``AHP_REMOTE_MACHINES``: a JSON object, machine name -> how to reach its host
-  (``command``, ``url`` with ``token`` or ``tokenFile``, ``ssh``, ``docker``;
+  (``command``, ``url`` with ``token`` or ``tokenFile``, ``ssh``, ``docker``, or
+  ``ssh`` with ``url``: a host listening there, reached through an SSH tunnel;
   see ``ahp_remote.config``).
 - ``AHP_REMOTE_PROBE_SECONDS``: how long the host's start waits, at most, for a
   machine it knows no provider of yet (5 by default; 0 waits for none).

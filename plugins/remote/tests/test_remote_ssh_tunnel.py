@@ -32,6 +32,7 @@ from remote_support import (
     root_agents,
     said,
     start_turn,
+    subscribe,
     tools,
     turn_end,
 )
@@ -185,3 +186,32 @@ async def test_a_tunnel_that_cannot_start_is_listed_with_why(
             assert "Permission denied" in frame["error"]["message"]
             listed = await client.request("listSessions", {"channel": "ahp-root://"})
             assert listed["items"] == []
+
+
+async def test_both_hosts_restart_and_the_session_is_found_again(
+    tmp_path: Path,
+    inner_state: Path,
+    outer_state: Path,
+    workdir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    port = free_port()
+    async with ssh_server(tmp_path / "ssh") as server:
+        monkeypatch.setenv("AHP_REMOTE_MACHINES", tunnel_env(server, port))
+        async with inner_host(inner_state, port), outer_host(outer_state) as running:
+            client = await client_of(running)
+            session, chat = await open_session(client, workdir)
+            await start_turn(client, chat, "echo kept")
+            await approve(client, chat)
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+        # Both stopped; both start again, the build server's host on its same state.
+        async with inner_host(inner_state, port), outer_host(outer_state) as running:
+            client = await client_of(running)
+            listed = await client.request("listSessions", {"channel": "ahp-root://"})
+            assert session in [row["resource"] for row in listed["items"]]
+            chat = await subscribe(client, session)
+            assert said(await chat_state(client, chat)) == "I will echo it. echo: kept"
+            await start_turn(client, chat, "hello")
+            assert (await turn_end(client, chat))["type"] == "chat/turnComplete"
+            state = await chat_state(client, chat)
+            assert said(state) == "hello from the inner host" and len(state["turns"]) == 2
