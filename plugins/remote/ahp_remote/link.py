@@ -551,10 +551,28 @@ class TunnelLink(SocketLink):
                 async with asyncio.timeout(1.5):
                     await asyncio.shield(watch)
 
+    async def _receive_text(self) -> str | bytes | None:
+        text = await super()._receive_text()
+        process = self.process
+        if text is None and process is not None:
+            # The socket often ends a moment before ssh is reaped: wait that moment, so
+            # the link says what ssh said rather than that a connection closed.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.5):
+                    await process.wait()
+            if process.returncode is not None:
+                await self._stderr_read()
+        return text
+
     def _ssh_ended(self) -> str:
         process = self.process
         code = process.returncode if process is not None else None
-        why = f"ssh exited with status {code}" if code is not None else "ssh ended"
+        if code is None:
+            why = "ssh ended"
+        elif code < 0:
+            why = f"ssh was killed by signal {-code}"
+        else:
+            why = f"ssh exited with status {code}"
         said = "; ".join(list(self._stderr)[-3:])
         return f"{why}: {said}" if said else why
 
