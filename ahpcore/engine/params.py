@@ -21,6 +21,7 @@ from ahpcore.protocol.methods import CUT_PARAMS, cut_module
 
 if typing.TYPE_CHECKING:
     from pydantic import BaseModel, TypeAdapter
+    from pydantic_core import ValidationError
 
 # pydantic itself is imported by the first check that needs it: most requests are
 # checked without it (ahpcore.protocol.shapes), so a host answers its first client,
@@ -195,6 +196,14 @@ def action_models(module: ModuleType | None = None) -> dict[str, tuple[type[Base
     return {tag: tuple(classes) for tag, classes in found.items()}
 
 
+@cache
+def _validation_error() -> type[ValidationError]:
+    # Looked up once: an import statement in check_action ran on every action.
+    from pydantic_core import ValidationError as error
+
+    return error
+
+
 def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
     """Validate one state action by its ``type`` and return it as the protocol reads it.
 
@@ -209,15 +218,13 @@ def check_action(action: Any, *, prefix: str = "action") -> dict[str, Any]:
     candidates = action_models().get(kind) if isinstance(kind, str) else None
     if not candidates:
         raise ProtocolError(INVALID_PARAMS, f"{prefix}.type: unknown action type {kind!r}")
-    from pydantic_core import ValidationError
-
     failures: list[str] = []
     for model in candidates:
         # pydantic-core's own validator and serializer, as model_validate and model_dump
         # call them, without their Python wrappers: this runs for every action a client sends.
         try:
             parsed = model.__pydantic_validator__.validate_python(action)
-        except ValidationError as exc:
+        except _validation_error() as exc:
             failures.append(_describe(dict(exc.errors(include_url=False)[0]), prefix))
         else:
             dumped: dict[str, Any] = model.__pydantic_serializer__.to_python(

@@ -65,6 +65,9 @@ ServeConnection = Callable[[Any, Callable[[], Awaitable[str | bytes | None]]], A
 #: of the event loop's turn: a burst still goes out in few writes, and its first
 #: frames are not held back behind the whole burst.
 COALESCE_BYTES = 32 * 1024
+#: The last frame written is kept for the next write of the same text (an action's echo
+#: after its fan-out) when it is no larger than this.
+KEEP_LAST_FRAME_BYTES = 64 * 1024
 
 
 class EndOfTurn:
@@ -110,6 +113,10 @@ class WebSocketWire:
     fragments, the close) writes what is held first, so frames keep their
     order (with deflate, the order they were compressed in).
     """
+
+    #: The last text ``write_many`` framed without extensions: (text, its bytes, the frame).
+    #: Held by identity, so only that very string finds it again.
+    _last_frame: tuple[str | None, bytes, bytes | None] = (None, b"", None)
 
     def __init__(
         self,
@@ -204,8 +211,14 @@ class WebSocketWire:
         deflate compresses it with its own context and holds that. One midway
         through a fragmented message goes through ``broadcast``, which refuses it.
         """
-        data = text.encode()
-        frame: bytes | None = None
+        frame: bytes | None
+        last = WebSocketWire._last_frame
+        if last[0] is text:
+            # The same frame again (an action's fan-out, then its echo to a sender that
+            # does not watch the channel): encoded and framed once.
+            data, frame = last[1], last[2]
+        else:
+            data, frame = text.encode(), None
         failed: list[WebSocketWire] = []
         for wire in wires:
             connection = wire.connection
@@ -234,6 +247,8 @@ class WebSocketWire:
             if frame is None:
                 frame = Frame(Opcode.TEXT, data).serialize(mask=False)
             wire._hold(frame)
+        if last[0] is not text and len(data) <= KEEP_LAST_FRAME_BYTES:
+            WebSocketWire._last_frame = (text, data, frame)
         return failed
 
     def is_open(self) -> bool:
