@@ -21,6 +21,7 @@ ORDER: list[tuple[str, str | list[tuple[str, str]]]] = [
     ("Automations", "automations.md"),
     ("Telemetry", "telemetry.md"),
     ("People and roles", "users.md"),
+    ("Agents on other machines", "remote.md"),
     ("Using VS Code", "vscode.md"),
     ("Architecture", "architecture.md"),
     (
