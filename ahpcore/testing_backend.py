@@ -279,10 +279,12 @@ async def check_what_it_cannot_do_is_refused_with_a_reason(
 ) -> None:
     """Each ability the backend lacks is refused, the refusal naming what is missing."""
     async with subject.host(tmp_path / "state") as running:
-        abilities = _abilities(running, subject.provider)
         client = await _connect(running)
         folder = _workdir(tmp_path)
         session, chat = await _create(client, subject, folder)
+        # Read once an agent runs: a backend may learn what it can do from its agent
+        # (an ACP agent's capabilities come with its initialize).
+        abilities = _abilities(running, subject.provider)
         tried = 0
         if not abilities.multiple_working_directories:
             tried += 1
