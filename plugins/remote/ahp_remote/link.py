@@ -126,6 +126,11 @@ class Link:
         finally:
             self._pending.pop(ident, None)
             self._on_answer.pop(ident, None)
+            if future.done() and not future.cancelled():
+                # Failed while the request was still being written (the link went as it
+                # was sent): that error is the one raised, and this one is seen, not left
+                # for the loop to report as never retrieved.
+                future.exception()
 
     async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         await self._send({"jsonrpc": "2.0", "method": method, "params": dict(params)})
