@@ -392,14 +392,62 @@ def register_plugin() -> Iterable[Callable[[Host, object, str | None], str]]:
         host.plugins.unregister(name)
 
 
+#: The actions that end a turn.
+TURN_ENDS = ("chat/turnComplete", "chat/turnCancelled", "chat/error")
+
+
+def is_action(kind: str, channel: str | None = None) -> Callable[[dict[str, Any]], bool]:
+    """A ``recv_until`` test: an action of ``kind`` (on ``channel``) that was not refused."""
+
+    def match(frame: dict[str, Any]) -> bool:
+        return (
+            frame.get("method") == "action"
+            and frame["params"]["action"]["type"] == kind
+            and (channel is None or frame["params"]["channel"] == channel)
+            and "rejectionReason" not in frame["params"]
+        )
+
+    return match
+
+
+async def turn_end(client: AhpTestClient, chat: str, timeout: float = 30) -> dict[str, Any]:
+    """The action that ended the running turn of ``chat``."""
+    frame = await client.recv_until(
+        lambda f: (
+            f.get("method") == "action"
+            and f["params"]["channel"] == chat
+            and "rejectionReason" not in f["params"]
+            and f["params"]["action"]["type"] in TURN_ENDS
+        ),
+        timeout=timeout,
+    )
+    return dict(frame["params"]["action"])
+
+
+async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
+    """A chat's state as a fresh snapshot gives it, once the host has caught up."""
+    await client.sync()
+    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
+
+
+def turn_parts(state: dict[str, Any], turn: int = -1) -> list[dict[str, Any]]:
+    """The response parts of one turn of a chat's state (the last by default)."""
+    return list(state["turns"][turn]["responseParts"])
+
+
 __all__ = [
     "BACKEND_CHECKS",
     "SUPPORTED_VERSIONS",
+    "TURN_ENDS",
     "AhpTestClient",
     "BackendUnderTest",
     "HostFactory",
     "RunningHost",
     "backend_checks",
+    "chat_state",
     "host_factory",
+    "is_action",
     "running_host",
+    "turn_end",
+    "turn_parts",
 ]

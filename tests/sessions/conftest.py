@@ -14,6 +14,9 @@ from ahpcore.hookspecs import hookimpl
 from ahpcore.host import HostSettings
 from ahpcore.testing import AhpTestClient, RunningHost, running_host
 
+# Shared with the other backends' tests; named here for this suite's test modules.
+from ahpcore.testing import is_action as is_action
+
 SID = "00000000-0000-4000-8000-0000000000{:02d}"
 
 
@@ -83,18 +86,6 @@ async def start_turn(client: AhpTestClient, chat: str, text: str, turn_id: str) 
         },
     )
     return await client.answer_to(seq)
-
-
-def is_action(kind: str, channel: str | None = None) -> Callable[[dict[str, Any]], bool]:
-    def match(frame: dict[str, Any]) -> bool:
-        return (
-            frame.get("method") == "action"
-            and frame["params"]["action"]["type"] == kind
-            and (channel is None or frame["params"]["channel"] == channel)
-            and "rejectionReason" not in frame["params"]
-        )
-
-    return match
 
 
 async def turn_end(client: AhpTestClient, chat: str) -> dict[str, Any]:

@@ -19,6 +19,10 @@ from ahp_pi.backend import PiBackend
 from ahp_pi.command import pi_command
 from ahpcore.testing import AhpTestClient, RunningHost, host_factory
 
+# Shared with the other backends' tests; named here for this suite's test modules.
+from ahpcore.testing import chat_state as chat_state
+from ahpcore.testing import is_action as is_action
+
 ROOT = Path(__file__).resolve().parents[3]
 CLAUDE_TESTS = ROOT / "plugins" / "claude" / "tests"
 if str(CLAUDE_TESTS) not in sys.path:
@@ -101,18 +105,6 @@ async def start_turn(client: AhpTestClient, chat: str, text: str, turn_id: str) 
     await client.answer_to(seq)
 
 
-def is_action(kind: str, channel: str | None = None) -> Any:
-    def match(frame: dict[str, Any]) -> bool:
-        return (
-            frame.get("method") == "action"
-            and frame["params"]["action"]["type"] == kind
-            and (channel is None or frame["params"]["channel"] == channel)
-            and "rejectionReason" not in frame["params"]
-        )
-
-    return match
-
-
 async def turn_end(client: AhpTestClient, chat: str, timeout: float = 60) -> dict[str, Any]:
     frame = await client.recv_until(
         lambda f: (
@@ -125,11 +117,6 @@ async def turn_end(client: AhpTestClient, chat: str, timeout: float = 60) -> dic
         timeout=timeout,
     )
     return dict(frame["params"]["action"])
-
-
-async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
-    await client.sync()
-    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
 
 
 def parts(state: dict[str, Any], turn: int = -1) -> list[dict[str, Any]]:

@@ -13,7 +13,16 @@ from typing import Any
 import ahp_acp.plugin
 from ahp_acp.agent import AcpChat
 from ahp_acp.backend import AcpBackend
-from ahpcore.testing import AhpTestClient, RunningHost, host_factory
+from ahpcore.testing import (
+    AhpTestClient,
+    RunningHost,
+    host_factory,
+)
+
+# Shared with the other backends' tests; named here for this suite's test modules.
+from ahpcore.testing import chat_state as chat_state
+from ahpcore.testing import is_action as is_action
+from ahpcore.testing import turn_end as turn_end
 
 FAKE = Path(__file__).with_name("acp_fake_agent.py")
 PROVIDER = "fake"
@@ -90,37 +99,6 @@ async def start_turn(
         },
     )
     await client.answer_to(seq)
-
-
-def is_action(kind: str, channel: str | None = None) -> Any:
-    def match(frame: dict[str, Any]) -> bool:
-        return (
-            frame.get("method") == "action"
-            and frame["params"]["action"]["type"] == kind
-            and (channel is None or frame["params"]["channel"] == channel)
-            and "rejectionReason" not in frame["params"]
-        )
-
-    return match
-
-
-async def turn_end(client: AhpTestClient, chat: str, timeout: float = 30) -> dict[str, Any]:
-    frame = await client.recv_until(
-        lambda f: (
-            f.get("method") == "action"
-            and f["params"]["channel"] == chat
-            and "rejectionReason" not in f["params"]
-            and f["params"]["action"]["type"]
-            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
-        ),
-        timeout=timeout,
-    )
-    return dict(frame["params"]["action"])
-
-
-async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
-    await client.sync()
-    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
 
 
 def parts(state: dict[str, Any], turn: int = -1) -> list[dict[str, Any]]:

@@ -17,6 +17,9 @@ from ahp_claude.plugin import backend_for
 from ahpcore.hookspecs import hookimpl
 from ahpcore.testing import AhpTestClient, HostFactory, RunningHost, host_factory
 
+# Shared with the other backends' tests; named here for this suite's test modules.
+from ahpcore.testing import is_action as is_action
+
 
 @pytest.fixture
 def anthropic() -> Iterator[AnthropicServer]:
@@ -122,18 +125,6 @@ async def start_turn(client: Any, chat: str, text: str, turn_id: str) -> None:
         },
     )
     await client.answer_to(seq)
-
-
-def is_action(kind: str, channel: str | None = None) -> Any:
-    def match(frame: dict[str, Any]) -> bool:
-        return (
-            frame.get("method") == "action"
-            and frame["params"]["action"]["type"] == kind
-            and (channel is None or frame["params"]["channel"] == channel)
-            and "rejectionReason" not in frame["params"]
-        )
-
-    return match
 
 
 async def turn_end(client: Any, chat: str, timeout: float = 30) -> dict[str, Any]:

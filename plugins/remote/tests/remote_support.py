@@ -20,7 +20,16 @@ import ahp_terminals.plugin
 from ahp_remote.backend import RemoteBackend
 from ahp_remote.machine import Machine
 from ahpcore.host import HostSettings
-from ahpcore.testing import AhpTestClient, RunningHost, running_host
+from ahpcore.testing import (
+    AhpTestClient,
+    RunningHost,
+    running_host,
+)
+
+# Shared with the other backends' tests; named here for this suite's test modules.
+from ahpcore.testing import chat_state as chat_state
+from ahpcore.testing import is_action as is_action
+from ahpcore.testing import turn_end as turn_end
 
 #: The scripted agent the inner host runs.
 SCRIPT = """
@@ -189,18 +198,6 @@ def machine_of(running: RunningHost, provider: str = PROVIDER) -> Machine:
     return backend_of(running, provider).machine
 
 
-def is_action(kind: str, channel: str | None = None) -> Any:
-    def match(frame: dict[str, Any]) -> bool:
-        return (
-            frame.get("method") == "action"
-            and frame["params"]["action"]["type"] == kind
-            and (channel is None or frame["params"]["channel"] == channel)
-            and "rejectionReason" not in frame["params"]
-        )
-
-    return match
-
-
 async def client_of(running: RunningHost, name: str = "c1") -> AhpTestClient:
     client = await running.connect(name)
     await client.initialize()
@@ -263,25 +260,6 @@ async def approve(client: AhpTestClient, chat: str, *, approved: bool = True) ->
         answer["reason"] = "denied"
     await client.dispatch(chat, answer)
     return dict(action)
-
-
-async def turn_end(client: AhpTestClient, chat: str, timeout: float = 30) -> dict[str, Any]:
-    frame = await client.recv_until(
-        lambda f: (
-            f.get("method") == "action"
-            and f["params"]["channel"] == chat
-            and "rejectionReason" not in f["params"]
-            and f["params"]["action"]["type"]
-            in ("chat/turnComplete", "chat/turnCancelled", "chat/error")
-        ),
-        timeout=timeout,
-    )
-    return dict(frame["params"]["action"])
-
-
-async def chat_state(client: AhpTestClient, chat: str) -> dict[str, Any]:
-    await client.sync()
-    return dict((await client.request("subscribe", {"channel": chat}))["snapshot"]["state"])
 
 
 def said(state: dict[str, Any], turn: int = -1) -> str:
