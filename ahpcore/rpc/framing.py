@@ -210,13 +210,14 @@ _DECODE = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_
 
 #: What ``_fast_decode`` answers for a frame it leaves to ``_DECODE``.
 _UNSURE = object()
-#: Every digit as a 9, so that one search finds a run of digits.
-_DIGITS_AS_NINES = bytes.maketrans(b"0123456789", b"9999999999")
+#: Every digit as a 9, so that one search finds a run of digits, and every ``{`` as a
+#: ``[``, so that one count finds the arrays and objects a frame may open.
+_MARKS = bytes.maketrans(b"0123456789{", b"9999999999[")
 #: A run of digits this long may be an integer past 64 bits, which orjson reads as a float.
 _LONG_DIGITS = b"9" * 19
 
 
-def _fast_decode(text: str) -> Any:
+def _fast_decode(text: str, marked: bytes) -> Any:
     """The frame as orjson reads it (several times faster), or ``_UNSURE``.
 
     orjson refuses all that ``_DECODE`` refuses (NaN, the infinities, numbers out of
@@ -224,12 +225,13 @@ def _fast_decode(text: str) -> Any:
     reads the same values but one: an integer past 64 bits, which it makes a
     float. A frame that orjson refuses, or that holds a run of digits that long
     anywhere, goes to ``_DECODE``, which accepts or words its refusal as it always did.
+    ``marked`` is the frame's bytes with every digit made a 9 (``_MARKS``).
     """
     try:
         raw = orjson.loads(text)
     except orjson.JSONDecodeError:
         return _UNSURE
-    if _LONG_DIGITS in text.encode("utf-8", "surrogatepass").translate(_DIGITS_AS_NINES):
+    if _LONG_DIGITS in marked:
         return _UNSURE
     return raw
 
@@ -253,11 +255,14 @@ def parse(text: str | bytes) -> Message:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise ProtocolError(PARSE_ERROR, "frame is not UTF-8 text") from None
-    problem = _structure_problem(text)
-    if problem is not None:
-        ident = _leading_id(text)
-        raise ProtocolError(PARSE_ERROR, problem, None if ident is None else {"id": ident})
-    raw = _fast_decode(text)
+    # One pass marks both what the structure bound counts and what orjson's guard looks for.
+    marked = text.encode("utf-8", "surrogatepass").translate(_MARKS)
+    if marked.count(b"[") > MAX_JSON_DEPTH or len(marked) > MAX_JSON_ELEMENTS:
+        problem = _structure_problem(text)
+        if problem is not None:
+            ident = _leading_id(text)
+            raise ProtocolError(PARSE_ERROR, problem, None if ident is None else {"id": ident})
+    raw = _fast_decode(text, marked)
     if raw is _UNSURE:
         raw = _decode_slowly(text)
     if not isinstance(raw, dict):
