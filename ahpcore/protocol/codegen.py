@@ -11,7 +11,8 @@ modules into ``ahpcore/protocol/_generated/``:
   holding the lenient model and the classes it needs, cut out of ``models.py`` so a
   request is checked without building the other five hundred classes.
 * ``shapes.py``  - the params of every request whose schema uses only what
-  ``ahpcore.protocol.shapes`` understands, as plain dicts it checks without pydantic.
+  ``ahpcore.protocol.shapes`` understands, as plain dicts it checks without pydantic;
+  and every action, its unions and other such parts marked undecided (left to pydantic).
 
 The output is committed and must never be edited by hand; fixes belong in
 ``ahpcore/protocol/extensions.py`` or in the schema preparation below.
@@ -217,12 +218,32 @@ SHAPE_TYPES = frozenset({"object", "string", "array", "boolean", "integer"})
 NUMBER = ["integer", "number"]
 
 
-def plain_shapes(defs: dict[str, Any], roots: tuple[str, ...]) -> dict[str, Any]:
-    """``roots`` and every definition they reach, descriptions dropped, refs by bare name."""
+#: What ``partial_shapes`` puts where a shape uses more than the plain checker reads.
+UNDECIDED = {"undecided": True}
+
+
+def plain_shapes(
+    defs: dict[str, Any], roots: tuple[str, ...], *, partial: bool = False
+) -> dict[str, Any]:
+    """``roots`` and every definition they reach, descriptions dropped, refs by bare name.
+
+    With ``partial``, a part the plain checker cannot read (a union, a typed map, a
+    constraint it does not know) becomes ``UNDECIDED`` instead of failing the whole.
+    """
     shapes: dict[str, Any] = {}
     todo = list(roots)
 
     def plain(node: dict[str, Any], where: str) -> dict[str, Any]:
+        if not partial:
+            return strict(node, where)
+        if isinstance(node.get("const"), str) and set(node) <= {"const", "description"}:
+            return {"enum": [node["const"]]}  # an action's own ``type`` tag
+        try:
+            return strict(node, where)
+        except ValueError:
+            return UNDECIDED
+
+    def strict(node: dict[str, Any], where: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in node.items():
             if key == "description":
@@ -268,6 +289,16 @@ def plain_roots(defs: dict[str, Any]) -> tuple[str, ...]:
     return tuple(roots)
 
 
+def action_roots(defs: dict[str, Any]) -> dict[str, str]:
+    """Action type -> the one definition declaring it (a type two declare is left out)."""
+    found: dict[str, list[str]] = {}
+    for name, definition in defs.items():
+        tag = definition.get("properties", {}).get("type", {}).get("const")
+        if name.endswith("Action") and isinstance(tag, str):
+            found.setdefault(tag, []).append(name)
+    return {tag: names[0] for tag, names in sorted(found.items()) if len(names) == 1}
+
+
 def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
     """Write the generated modules into ``out_dir`` and return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -311,17 +342,25 @@ def generate(schema_dir: Path, out_dir: Path) -> list[Path]:
         written.append(cut)
     merged = merged_schema(schema_dir)["$defs"]
     roots = plain_roots(merged)
+    actions = action_roots(merged)
+    every = plain_shapes(merged, roots)
+    for name, shape in plain_shapes(merged, tuple(actions.values()), partial=True).items():
+        # A definition the params reach is wholly plain, and so the same either way.
+        if every.setdefault(name, shape) != shape:
+            raise ValueError(f"{name}: its plain and partial shapes differ")
     shapes = out_dir / "shapes.py"
     shapes.write_text(
         header
-        + '"""Request params as plain dicts, for ahpcore.protocol.shapes."""\n\n'
+        + '"""Request params and actions as plain dicts, for ahpcore.protocol.shapes."""\n\n'
         + "from typing import Any\n\n"
         + "#: A schema number, as the shapes spell it once widened to int | float.\n"
         + f"NUMBER: list[str] = {NUMBER!r}\n\n"
         + "ROOTS: tuple[str, ...] = "
         + pprint.pformat(roots, width=88)
+        + "\n\nACTIONS: dict[str, str] = "
+        + pprint.pformat(actions, width=88)
         + "\n\nSHAPES: dict[str, Any] = "
-        + pprint.pformat(plain_shapes(merged, roots), sort_dicts=False, width=88)
+        + pprint.pformat(every, sort_dicts=False, width=88)
         + "\n",
         "utf-8",
     )

@@ -8,13 +8,19 @@ of the lenient pydantic models. Where pydantic's lax conversions make the answer
 subtle (a number sent as a string, a boolean as anything but a boolean), this
 checker does not guess: it says ``Undecided`` and the caller asks pydantic.
 ``tests/protocol/test_shapes.py`` holds the two to the same answers.
+
+Actions are read here too, for a narrower question (``exact``): is this action
+already what pydantic's lenient model would make of it? Most are (a client sends
+what the schema declares), and then it is relayed as it came, without being
+validated into a model and dumped back; any other is left to pydantic.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from ahpcore.protocol._generated.shapes import NUMBER, ROOTS, SHAPES
+from ahpcore.protocol._generated.shapes import ACTIONS, NUMBER, ROOTS, SHAPES
 
 #: A problem: where (keys and list indexes, as pydantic's ``loc``) and what.
 Problem = tuple[tuple[str | int, ...], str]
@@ -25,6 +31,8 @@ class Undecided(Exception):
 
 
 CHECKED: frozenset[str] = frozenset(ROOTS)
+#: Action type -> the definition to read it against with ``exact``.
+ACTION_SHAPES: dict[str, str] = ACTIONS
 
 
 def literal_channel(model_name: str) -> str | None:
@@ -115,3 +123,110 @@ def _check(
                 return found
         return None
     raise ValueError(f"plain shape of type {kind!r} is not supported")
+
+
+#: A compiled ``exact`` check of one shape.
+Exact = Callable[[Any], bool]
+#: Definition name -> its compiled check, made on first use.
+_exact_checks: dict[str, Exact] = {}
+
+
+def exact(model_name: str, value: Any) -> bool:
+    """Whether ``value`` is valid as ``model_name`` and its lenient model's dump
+    (by alias, unset fields left out, JSON mode) would be ``value`` itself.
+
+    False says nothing more: a problem, a key the model would drop, a value its
+    lax rules would convert, a part this checker does not read (a union). Each
+    definition is compiled once into closures: this runs for every action.
+    """
+    check = _exact_checks.get(model_name)
+    if check is None:
+        check = _compile_ref(model_name)
+    return check(value)
+
+
+def _compile_ref(name: str) -> Exact:
+    found = _exact_checks.get(name)
+    if found is not None:
+        return found
+    # A definition may reach itself: until it is compiled, a reference forwards.
+    _exact_checks[name] = lambda value: _exact_checks[name](value)
+    check = _exact_checks[name] = _compile(SHAPES[name])
+    return check
+
+
+def _is_str(value: Any) -> bool:
+    return type(value) is str
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _is_map(value: Any) -> bool:
+    return type(value) is dict  # a free-form map is dumped as it is
+
+
+def _never(value: Any) -> bool:
+    return False
+
+
+def _compile(shape: dict[str, Any]) -> Exact:
+    ref = shape.get("$ref")
+    if ref is not None:
+        return _compile_ref(ref)
+    values = shape.get("enum")
+    if values is not None:
+        allowed = frozenset(values)
+        return lambda value: type(value) is str and value in allowed
+    kind = shape.get("type")
+    if kind == "string":
+        return _is_str
+    if kind == "object":
+        properties = shape.get("properties")
+        if properties is None:
+            return _is_map
+        return _object({k: _compile(v) for k, v in properties.items()}, shape.get("required", ()))
+    if kind == "array":
+        items = shape.get("items")
+        each = _compile(items) if items is not None else None
+        return lambda value: (
+            type(value) is list and (each is None or all(each(item) for item in value))
+        )
+    if "minimum" in shape or "maximum" in shape:
+        return _never  # a bound: left to pydantic
+    if kind == "integer":
+        return _is_int
+    if kind == NUMBER:
+        return _is_number
+    if kind == "boolean":
+        return _is_bool
+    return _never  # undecided: a union, a typed map, a keyword not read here
+
+
+def _object(fields: dict[str, Exact], required: tuple[str, ...] | list[str]) -> Exact:
+    needed = tuple(required)
+
+    def check(value: Any) -> bool:
+        if type(value) is not dict:
+            return False
+        for key, item in value.items():
+            field = fields.get(key)
+            if field is None:
+                return False  # the dump would drop it
+            if item is None:
+                if key in needed:
+                    return False
+            elif not field(item):
+                return False
+        return all(key in value for key in needed)
+
+    return check

@@ -148,3 +148,86 @@ def test_an_unsupported_keyword_stops_the_generator():
     defs = {"P": {"type": "object", "properties": {"n": {"oneOf": []}}}}
     with pytest.raises(ValueError, match="oneOf"):
         plain_shapes(defs, ("P",))
+
+
+# -- actions: relayed as they came when already what the lenient model makes of them ------
+def _fixture_actions() -> Iterator[dict[str, Any]]:
+    import json
+
+    from ahpcore.protocol import reference
+
+    for path in sorted((reference.data_dir() / "fixtures-0.8.0" / "reducers").glob("*.json")):
+        for action in json.loads(path.read_text("utf-8")).get("actions", ()):
+            if isinstance(action, dict):
+                yield action
+
+
+def _dumped(model: Any, value: Any) -> Any:
+    """The lenient model's dump of ``value`` (as ``check_action`` makes it), or an error."""
+    try:
+        parsed = model.__pydantic_validator__.validate_python(value)
+    except ValidationError:
+        return ValidationError
+    return model.__pydantic_serializer__.to_python(
+        parsed, by_alias=True, exclude_unset=True, mode="json"
+    )
+
+
+def test_an_action_said_exact_is_its_own_dump():
+    from ahpcore.engine.params import action_models
+
+    models = action_models()
+    exact = other = 0
+    seen: set[str] = set()
+    for kind, name in shapes.ACTION_SHAPES.items():
+        (model,) = models[kind]
+        cases = [*_cases(name), *(a for a in _fixture_actions() if a.get("type") == kind)]
+        for value in cases:
+            if shapes.exact(name, value):
+                assert _dumped(model, value) == value, (kind, value)
+                exact += 1
+                seen.add(kind)
+            else:
+                other += 1
+    # Both verdicts are exercised, and most action types have cases read here alone.
+    assert exact > 1000 and other > 1000
+    assert len(seen) > len(shapes.ACTION_SHAPES) / 2
+    assert {"chat/draftChanged", "chat/turnStarted", "session/titleChanged"} <= seen
+
+
+def test_what_the_plain_reading_does_not_decide_is_left_to_pydantic():
+    draft = {"type": "chat/draftChanged", "draft": {"text": "t", "origin": {"kind": "user"}}}
+    assert shapes.exact("ChatDraftChangedAction", draft)
+    # A key the model drops, a lax value, a union (attachments), a null for a required key.
+    assert not shapes.exact("ChatDraftChangedAction", {**draft, "unknown": 1})
+    assert not shapes.exact(
+        "ChatDraftChangedAction", {**draft, "draft": {**draft["draft"], "text": 5}}
+    )
+    attachment = {"type": "simple", "label": "x"}
+    assert not shapes.exact(
+        "ChatDraftChangedAction",
+        {**draft, "draft": {**draft["draft"], "attachments": [attachment]}},
+    )
+    assert not shapes.exact("ChatDraftChangedAction", {**draft, "type": None})
+    # Left to pydantic is not refused: check_action still takes each as the model reads it.
+    from ahpcore.engine.params import check_action
+
+    assert check_action(draft) is draft
+    assert check_action({**draft, "unknown": 1}) == draft
+    assert check_action({**draft, "draft": {**draft["draft"], "_meta": None}}) == {
+        **draft,
+        "draft": {**draft["draft"], "_meta": None},
+    }
+
+
+def test_a_part_the_plain_checker_cannot_read_is_marked_undecided_for_actions():
+    from ahpcore.protocol.codegen import UNDECIDED, plain_shapes
+
+    defs = {
+        "A": {
+            "type": "object",
+            "properties": {"type": {"const": "a/b"}, "n": {"oneOf": []}, "s": {"type": "string"}},
+        }
+    }
+    made = plain_shapes(defs, ("A",), partial=True)["A"]["properties"]
+    assert made == {"type": {"enum": ["a/b"]}, "n": UNDECIDED, "s": {"type": "string"}}
