@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias, TypeVar
 
 JSON = Any
@@ -98,7 +99,17 @@ class ToolAnswer:
     success: bool = True
 
 
-@dataclass(frozen=True)
+#: The ``meta`` of a row that has none: one shared, read-only mapping, not a dict per row.
+_NO_META: Mapping[str, JSON] = MappingProxyType({})
+
+
+def _no_meta() -> Mapping[str, JSON]:
+    return _NO_META
+
+
+# Slots and a shared empty meta: a catalogue holds a row per past session, 100,000
+# after a year of use, and each row's __dict__ and empty dict were a third of its size.
+@dataclass(frozen=True, slots=True)
 class CatalogueRow:
     """A past conversation a backend can reopen, as the catalogue lists it."""
 
@@ -107,7 +118,7 @@ class CatalogueRow:
     created_at: str
     modified_at: str
     working_directories: tuple[str, ...] = ()
-    meta: Mapping[str, JSON] = field(default_factory=dict)
+    meta: Mapping[str, JSON] = field(default_factory=_no_meta)
 
 
 @dataclass(frozen=True)

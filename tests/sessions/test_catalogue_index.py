@@ -726,3 +726,24 @@ async def test_a_catalogue_that_hangs_does_not_keep_the_collector_off(
         backend.gate.set()
         gc.enable()
         index.close()
+
+
+def test_a_row_costs_its_fields_and_no_more():
+    """A catalogue holds a row per past session (100,000 after a year): a row with no
+    meta of its own adds no dict of attributes and no empty meta dict to its fields."""
+    import tracemalloc
+
+    strings = [(f"s{n}", f"title {n}", "2026-01-01", f"2026-02-{n % 28:02d}") for n in range(5000)]
+    folders = ("file:///w",)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        rows = [CatalogueRow(*fields, folders) for fields in strings]
+        per_row = (tracemalloc.get_traced_memory()[0] - before) / len(rows)
+    finally:
+        tracemalloc.stop()
+    # Six slots and the object's header come to 80 bytes (with the list's pointer, 88);
+    # a __dict__ and an empty meta dict per row made it over 200.
+    assert per_row < 120, per_row
+    assert rows[0].meta == {} and rows[0].meta is rows[1].meta
+    assert replace(rows[0], meta={"k": 1}).meta == {"k": 1}
