@@ -41,7 +41,7 @@ from ahpcore.services.terminals.output import (
     MIN_SCROLLBACK_BYTES,
     SCROLLBACK_KEY,
 )
-from ahpcore.sessions.calls import call, pausing
+from ahpcore.sessions.calls import call, pausing, sorted_pausing
 from ahpcore.sessions.folders import ENV_REACH, REACH_MACHINE, home_folder, too_wide
 from ahpcore.sessions.turns import TurnRecorder
 from ahpcore.settings import HostSettings
@@ -102,6 +102,7 @@ __all__ = [
     "private_folder",
     "private_sqlite",
     "redact",
+    "sorted_pausing",
     "tighten_sqlite",
     "too_wide",
     "write_private",

@@ -8,6 +8,7 @@ every other client meanwhile, as long as they pass over many files
 
 from __future__ import annotations
 
+import heapq
 import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -47,3 +48,28 @@ def pausing(items: Iterable[T]) -> Iterator[T]:
         if count % PAUSE_EVERY == 0:
             time.sleep(PAUSE)
         yield item
+
+
+#: The most items ``sorted_pausing`` sorts in one call of the list's own sort.
+SORT_RUN = 4096
+
+
+def sorted_pausing(
+    items: Iterable[T], *, key: Callable[[T], Any], reverse: bool = False
+) -> list[T]:
+    """``sorted(items, key=key, reverse=reverse)``, for a worker thread sorting many rows.
+
+    A list's sort compares in C and keeps the interpreter lock the whole time:
+    100,000 catalogue rows by (time, id) took 90-210 ms, and the event loop, with
+    every client, waited as long. Sorted here in runs of SORT_RUN with a pause
+    after each, and merged by ``heapq.merge``, whose steps are bytecode the lock
+    is handed over between. The same order, ties included (both are stable).
+    """
+    whole = items if isinstance(items, list) else list(items)
+    if len(whole) <= SORT_RUN:
+        return sorted(whole, key=key, reverse=reverse)
+    runs = []
+    for start in range(0, len(whole), SORT_RUN):
+        runs.append(sorted(whole[start : start + SORT_RUN], key=key, reverse=reverse))
+        time.sleep(PAUSE)
+    return list(pausing(heapq.merge(*runs, key=key, reverse=reverse)))

@@ -20,7 +20,7 @@ from ahp_pi.records import Link, Records
 from ahp_pi.rpc import PiFailed, PiProcess
 from ahp_pi.sessions import Catalogue, Summary, conversation
 from ahp_pi.transcript import Replay
-from ahpcore.api import path_of_file_uri
+from ahpcore.api import path_of_file_uri, sorted_pausing
 from ahpcore.ports.backend import (
     Abilities,
     BackendNotifier,
@@ -198,7 +198,7 @@ class PiBackend:
         rows = [row for s in self.sessions.summaries() if (row := self._row(s)) is not None]
         if directory is not None:
             rows = [row for row in rows if directory in row.working_directories]
-        rows.sort(key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        rows = sorted_pausing(rows, key=lambda row: (row.modified_at, row.session_id), reverse=True)
         first = int(cursor) if cursor and cursor.isdigit() else 0
         end = len(rows) if limit is None else first + limit
         return CataloguePage(rows[first:end], str(end) if end < len(rows) else None)

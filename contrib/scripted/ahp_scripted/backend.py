@@ -18,6 +18,7 @@ from ahp_scripted.catalogue import Summary
 from ahp_scripted.gates import Gates
 from ahp_scripted.store import Conversation, ConversationStore, TurnRecord, iso
 from ahp_scripted.transcript import RecordingReporter, replay
+from ahpcore.api import sorted_pausing
 from ahpcore.ports.backend import (
     Abilities,
     AgentRefused,
@@ -418,7 +419,7 @@ class ScriptedBackend:
             rows.append(
                 CatalogueRow(session_id, main.title, created, modified, main.working_directories)
             )
-        rows.sort(key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        rows = sorted_pausing(rows, key=lambda row: (row.modified_at, row.session_id), reverse=True)
         if only is None:
             self._summarised = (summaries, rows)
         return rows

@@ -23,7 +23,7 @@ from ahp_acp.config import AgentSpec
 from ahp_acp.process import AgentFailed, AgentProcess, describe
 from ahp_acp.records import Records
 from ahp_acp.terminals import HostOpener
-from ahpcore.api import HostTerminal, PluginHost, path_of_file_uri
+from ahpcore.api import HostTerminal, PluginHost, path_of_file_uri, sorted_pausing
 from ahpcore.ports.backend import (
     Abilities,
     BackendNotifier,
@@ -288,7 +288,7 @@ class AcpBackend:
         rows = [row for key in list(self.records.chats) if (row := self._row(key)) is not None]
         if directory is not None:
             rows = [row for row in rows if directory in row.working_directories]
-        rows.sort(key=lambda row: (row.modified_at, row.session_id), reverse=True)
+        rows = sorted_pausing(rows, key=lambda row: (row.modified_at, row.session_id), reverse=True)
         start = int(cursor) if cursor and cursor.isdigit() else 0
         end = len(rows) if limit is None else start + limit
         return CataloguePage(rows[start:end], str(end) if end < len(rows) else None)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ahp_claude.transcripts import prompt_text
-from ahpcore.api import pausing, private_sqlite, tighten_sqlite
+from ahpcore.api import pausing, private_sqlite, sorted_pausing, tighten_sqlite
 
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 64 * 1024
@@ -240,8 +240,11 @@ class TranscriptIndex:
                 self._refresh_all()
             if self._listed is not None and self._listed[0] == self.version:
                 return self._listed[1]
-            listed = [row for row in rows.values() if row.title is not None]
-            listed.sort(key=lambda row: row.modified_at, reverse=True)
+            listed = sorted_pausing(
+                (row for row in rows.values() if row.title is not None),
+                key=lambda row: row.modified_at,
+                reverse=True,
+            )
             self._listed = (self.version, listed)
         return listed
 
