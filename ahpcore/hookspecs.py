@@ -216,7 +216,9 @@ def ahp_session_rows(host: PluginHost, rows: list[dict[str, Any]]) -> None:
     rows (open sessions and past ones) as plain dicts. Change them in place,
     usually under ``_meta``, by setting keys on a row rather than changing the
     values it holds (those may be shared with a session's state). Returns
-    nothing. It must not wait: a page may hold ten thousand rows, so give a row
+    nothing. A long page comes in parts of 2,000 rows, one call each, the loop
+    serving other clients between them. It must not wait: a page may hold ten
+    thousand rows, so give a row
     what is already known and leave what takes time (files, subprocesses) to
     ``host.spawn``, telling it later with ``host.change_row_meta(row, key,
     value)``, which keeps the rest of the row's ``_meta``. An exception is

@@ -43,7 +43,7 @@ from ahpcore.sessions import state as states
 from ahpcore.sessions.actions import ON_CHATS_TOO, ClientActions
 from ahpcore.sessions.annotations import SessionAnnotations
 from ahpcore.sessions.auth import Authenticator
-from ahpcore.sessions.catalogue import CatalogueIndex, page_limit
+from ahpcore.sessions.catalogue import ROWS_PER_TURN, CatalogueIndex, page_limit
 from ahpcore.sessions.chats import TURN_WINDOW, ChatCommands
 from ahpcore.sessions.failed import FailedSessions
 from ahpcore.sessions.folders import check_folders
@@ -371,16 +371,20 @@ class SessionManager:
         # A live session answers for itself: its state is newer than any row.
         live = {session.uri: self.registry.summary(session) for session in self.sessions.values()}
         listing_providers = {backend.provider for backend in listing}
-        items = [
-            live.get(item["resource"], item)
-            for item in items
-            # A past session of a backend that cannot list (or reopen) it is not offered.
-            if item["resource"] in live
-            or item["provider"] in listing_providers
-            or _session_id(item["resource"]) in failed
-        ]
-        if len(items) > 1000:
-            # Each pass over ten thousand rows takes milliseconds: other clients go between.
+        offered: list[dict[str, Any]] = []
+        for start in range(0, len(items), ROWS_PER_TURN):
+            if start:
+                await anyio.sleep(0)  # a pass over 100,000 rows: other clients go between
+            offered += [
+                live.get(item["resource"], item)
+                for item in items[start : start + ROWS_PER_TURN]
+                # A past session of a backend that cannot list (or reopen) it is not offered.
+                if item["resource"] in live
+                or item["provider"] in listing_providers
+                or _session_id(item["resource"]) in failed
+            ]
+        items = offered
+        if len(items) > ROWS_PER_TURN:
             await anyio.sleep(0)
         await self._decorate_rows(items)
         result: dict[str, Any] = {"items": items}

@@ -380,6 +380,37 @@ async def test_plugins_passing_over_a_long_listing_let_other_work_run_between(
     assert ran_between == [True]  # the loop ran between the two plugins' passes
 
 
+async def test_a_long_page_reaches_each_plugin_in_parts_with_other_work_between(
+    tmp_path: Path,
+) -> None:
+    parts: list[tuple[int, bool]] = []
+    others: list[int] = []
+
+    class Counting:
+        @hookimpl
+        def ahp_session_rows(self, host, rows):
+            # Work another client's request would start now, on the same loop.
+            host.spawn(lambda: _note(len(parts)), name="another client's work")
+            parts.append((len(rows), bool(others)))
+            for row in rows:
+                row["_meta"] = {**row.get("_meta", {}), "seen": True}
+
+    async def _note(part: int) -> None:
+        others.append(part)
+
+    count = 2 * catalogue.ROWS_PER_TURN + 7
+    backend = ManyPast(count)
+    plugins = [("many", Plugin(backend)), ("counting", Counting())]
+    async with running_host(plugins, settings=settings(tmp_path)) as running:
+        client = await running.connect("c1")
+        await client.initialize()
+        items = (await client.request("listSessions", {}))["items"]
+    # Every row once, in parts no longer than ROWS_PER_TURN, the loop turning between.
+    assert len(items) == count and all(item["_meta"]["seen"] for item in items)
+    assert [size for size, _ in parts] == [catalogue.ROWS_PER_TURN] * 2 + [7]
+    assert [between for _, between in parts] == [False, True, True]
+
+
 async def test_a_client_gone_while_its_large_answer_goes_out_leaves_the_others_served(
     tmp_path: Path,
 ) -> None:
