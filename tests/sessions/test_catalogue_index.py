@@ -178,7 +178,10 @@ async def test_reopening_one_session_looks_it_up_instead_of_listing(tmp_path: Pa
 
 def test_an_answer_encoded_in_slices_is_the_answer() -> None:
     items = [{"resource": f"many:/s{n}", "title": 'é"\n' * (n % 3)} for n in range(1001)]
-    for result in ({"nextCursor": "c", "items": items}, {"items": items[:1]}, {"items": []}):
+    # A slice holding a null is written by the standard encoder, and weighed with it.
+    nulls = [{**item, "title": None} if n == 250 else item for n, item in enumerate(items)]
+    cases = ({"nextCursor": "c", "items": items}, {"items": items[:1]}, {"items": []})
+    for result in (*cases, {"items": nulls}):
         text, weight = dumps_answer_in_slices(7, result)
         assert json.loads(text) == {"jsonrpc": "2.0", "id": 7, "result": result}
         assert weight == len(text.encode("utf-8"))
