@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import orjson
 
 from ahpcore.awaitables import resolve
 from ahpcore.ports.backend import Backend, CataloguePage, CatalogueRow
@@ -77,7 +78,13 @@ CREATE TABLE IF NOT EXISTS catalogue_listed (
 CREATE TABLE IF NOT EXISTS catalogue_unsettled (
     id TEXT PRIMARY KEY
 );
+CREATE TABLE IF NOT EXISTS catalogue_format (
+    version INTEGER NOT NULL
+);
 """
+#: How the index writes its kept summaries (see ``summary_text``). An index an older
+#: host wrote has them cleared, to be made again in this format as they are listed.
+SUMMARY_FORMAT = 2
 #: Summaries kept decoded between listings, at most (a cache: cleared when past it).
 SUMMARY_CACHE = 50_000
 #: A backend's row, new or changed.
@@ -193,6 +200,28 @@ def summary_of(
     return summary
 
 
+def summary_text(summary: Mapping[str, Any]) -> str:
+    """A summary as the index keeps it: orjson's encoding, which ``read_summary`` reads
+    four times faster than the standard decoder (100,000 of them in a whole listing).
+
+    What orjson would not write as the standard encoder does (an integer past 64
+    bits, NaN, which it makes null) is written by the standard encoder after a
+    space, and read back by the standard decoder, exactly.
+    """
+    try:
+        data = orjson.dumps(summary)
+    except TypeError:
+        data = None
+    if data is None or b":null" in data or b"[null" in data or b",null" in data:
+        return " " + json.dumps(summary, separators=(",", ":"), ensure_ascii=False)
+    return data.decode("utf-8")
+
+
+def read_summary(text: str) -> Any:
+    """The summary ``summary_text`` wrote."""
+    return json.loads(text) if text.startswith(" ") else orjson.loads(text)
+
+
 def host_half(record: Mapping[str, Any]) -> dict[str, Any]:
     """What the index keeps of a session's store record (its host half)."""
     host = {
@@ -278,6 +307,12 @@ class CatalogueIndex:
             columns = {row[1] for row in db.execute("PRAGMA table_info(catalogue)")}
             if "summary" not in columns:  # an index an earlier version of this host left
                 db.execute("ALTER TABLE catalogue ADD COLUMN summary TEXT")
+            found = db.execute("SELECT max(version) FROM catalogue_format").fetchone()[0]
+            if found != SUMMARY_FORMAT:
+                with db:  # one transaction: a host killed here clears them again next time
+                    db.execute("UPDATE catalogue SET summary = NULL WHERE summary IS NOT NULL")
+                    db.execute("DELETE FROM catalogue_format")
+                    db.execute("INSERT INTO catalogue_format VALUES (?)", (SUMMARY_FORMAT,))
             self._db = db
         return self._db
 
@@ -576,7 +611,7 @@ class CatalogueIndex:
             for session_id, provider, _, text, listed, host in kept:
                 summary = cache.get(text) if text is not None else None
                 if summary is None and text is not None:
-                    summary = cache[text] = json.loads(text)
+                    summary = cache[text] = read_summary(text)
                     if "annotations" not in summary:  # kept by a version that did not count
                         summary["annotations"] = annotations_of(summary["resource"], {})
                 elif summary is None:
@@ -586,7 +621,7 @@ class CatalogueIndex:
                         json.loads(listed) if listed else {},
                         json.loads(host) if host else {},
                     )
-                    text = json.dumps(summary, separators=(",", ":"), ensure_ascii=False)
+                    text = summary_text(summary)
                     cache[text] = summary
                     made.append((text, session_id))
                 if fresh is not None:
