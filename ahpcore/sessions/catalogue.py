@@ -309,10 +309,10 @@ class CatalogueIndex:
                 db.execute("ALTER TABLE catalogue ADD COLUMN summary TEXT")
             found = db.execute("SELECT max(version) FROM catalogue_format").fetchone()[0]
             if found != SUMMARY_FORMAT:
-                with db:  # one transaction: a host killed here clears them again next time
-                    db.execute("UPDATE catalogue SET summary = NULL WHERE summary IS NOT NULL")
-                    db.execute("DELETE FROM catalogue_format")
-                    db.execute("INSERT INTO catalogue_format VALUES (?)", (SUMMARY_FORMAT,))
+                # The format is written last: a host killed before it clears them again.
+                db.execute("UPDATE catalogue SET summary = NULL WHERE summary IS NOT NULL")
+                db.execute("DELETE FROM catalogue_format")
+                db.execute("INSERT INTO catalogue_format VALUES (?)", (SUMMARY_FORMAT,))
             self._db = db
         return self._db
 
@@ -722,7 +722,8 @@ async def decorate_rows(
     handed over in parts of that many, the loop serving others between them.
     """
     for impl in implementations:
-        for start in range(0, len(rows), ROWS_PER_TURN):
+        # An empty page too is handed over: every page reaches every plugin.
+        for start in range(0, max(len(rows), 1), ROWS_PER_TURN):
             if start:
                 await anyio.sleep(0)  # a long page: other clients go between its parts
             try:

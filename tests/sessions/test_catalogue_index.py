@@ -860,3 +860,15 @@ def test_a_row_costs_its_fields_and_no_more():
     assert per_row < 120, per_row
     assert rows[0].meta == {} and rows[0].meta is rows[1].meta
     assert replace(rows[0], meta={"k": 1}).meta == {"k": 1}
+
+
+async def test_every_page_reaches_every_plugin_an_empty_one_too() -> None:
+    calls: list[int] = []
+
+    def impl(host: Any, rows: list[dict[str, Any]]) -> None:
+        calls.append(len(rows))
+
+    impl.plugin = "counting"  # type: ignore[attr-defined]
+    await catalogue.decorate_rows([impl], None, [])
+    await catalogue.decorate_rows([impl], None, [{}] * (catalogue.ROWS_PER_TURN + 1))
+    assert calls == [0, catalogue.ROWS_PER_TURN, 1]
