@@ -31,8 +31,8 @@ CONTAINER = "c0ffee0123456789"
 AHP = shutil.which("ahp") or str(Path(sys.executable).with_name("ahp"))
 
 DOCKER = f"""#!/bin/sh
-printf 'docker' >> "$FAKE_LOG"; for a in "$@"; do printf ' %s' "$a" >> "$FAKE_LOG"; done
-echo >> "$FAKE_LOG"
+# One write per call: the relay's exec and a stop or rm may log at the same moment.
+line='docker'; for a in "$@"; do line="$line $a"; done; printf '%s\\n' "$line" >> "$FAKE_LOG"
 case "$1" in
   version)
     [ -n "$FAKE_DOCKER_HANGS" ] && exec sleep 30
@@ -58,8 +58,8 @@ exit 1
 """
 
 DEVCONTAINER = f"""#!/bin/sh
-printf 'devcontainer' >> "$FAKE_LOG"; for a in "$@"; do printf ' %s' "$a" >> "$FAKE_LOG"; done
-echo >> "$FAKE_LOG"
+# One write per call: the relay's exec and a stop or rm may log at the same moment.
+line='devcontainer'; for a in "$@"; do line="$line $a"; done; printf '%s\\n' "$line" >> "$FAKE_LOG"
 if [ "$1" = up ]; then
   echo "[1 ms] Start: Run: docker build" >&2
   echo "Step 1/1 : FROM python"
