@@ -371,6 +371,8 @@ async def test_stop_and_remove_end_the_relay_and_need_resume_to_start_again(
         error = (await answer(client, 2))["error"]
         assert error["code"] == CONFLICT and "resume" in error["message"]
         await connect(client, tmp_path, "w3", resume=True)
+        # Started inside (its docker exec logged) before it is removed from under it.
+        await inner_pid(fakes, 2)
         await ask(client, 3, dc.REMOVE, {"workspaceFolder": str(tmp_path)})
         await answer_trust(client, True)
         assert (await answer(client, 3))["result"] is True
